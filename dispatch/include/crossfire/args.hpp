@@ -1,0 +1,150 @@
+// Arguments of one op call, as dispatch sees them: a fixed-size pack of non-owning views, built on the caller's
+// stack, so that a call costs no heap allocation (see Note [Validation fast path] in dispatch.cpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+#include "crossfire/device.hpp"
+#include "crossfire/tensor.hpp"
+
+namespace crossfire {
+
+// The role of a parameter in an op's signature (contract section 2).
+enum class ParamRole : uint8_t {
+  tensor,             // a Tensor; always present
+  optional_tensor,    // may be absent (conv2d's bias)
+  tensor_list,        // zero or more tensors (cat's inputs)
+  int_attr,           // an integer (an axis, a seed)
+  optional_int_attr,  // an integer that may be absent (sum's axis: absent means all elements)
+  float_attr,         // a scalar (full's value)
+  bool_attr,          // a flag (keepdim)
+  int_list_attr,      // a list of integers (a shape, a permutation, strides)
+  dtype_attr,         // a dtype (cast's target)
+  device_attr,        // a device (creation ops' target, to's destination)
+  bytes_attr,         // raw bytes (from_data's values)
+};
+std::string_view param_role_name(ParamRole r);
+constexpr bool is_tensor_role(ParamRole r) {
+  return r == ParamRole::tensor || r == ParamRole::optional_tensor || r == ParamRole::tensor_list;
+}
+
+inline constexpr int kMaxParams = 8;
+
+// A list of integers passed to an op (a shape, axes, strides): a view that also binds to a braced list, so that
+// `zeros({2, 3}, ...)` reads naturally. The braced list lives until the end of the full expression, which is
+// longer than the call.
+class IntList {
+ public:
+  IntList() = default;
+  IntList(std::initializer_list<int64_t> v) : s_(v.begin(), v.size()) {}
+  IntList(std::span<const int64_t> s) : s_(s) {}
+  IntList(const std::vector<int64_t>& v) : s_(v) {}
+  template <size_t N>
+  IntList(const std::array<int64_t, N>& a) : s_(a) {}
+  operator std::span<const int64_t>() const { return s_; }
+  std::span<const int64_t> span() const { return s_; }
+  size_t size() const { return s_.size(); }
+
+ private:
+  std::span<const int64_t> s_;
+};
+
+// One argument. Views only: whatever it points at must outlive the call.
+struct Arg {
+  ParamRole role;
+  bool present;  // false only for an absent optional_tensor / optional_int_attr
+  union {
+    const Tensor* tensor;
+    std::span<const Tensor> list;
+    int64_t i;
+    double f;
+    bool b;
+    std::span<const int64_t> ints;
+    DType dtype;
+    Device device;
+    std::span<const uint8_t> bytes;
+  };
+
+  Arg() : role(ParamRole::int_attr), present(true), i(0) {}
+
+  static Arg of(const Tensor& t) {
+    Arg a(ParamRole::tensor);
+    a.tensor = &t;
+    return a;
+  }
+  static Arg optional(const Tensor* t) {  // nullptr or an undefined Tensor means absent
+    Arg a(ParamRole::optional_tensor);
+    a.present = t != nullptr && t->defined();
+    a.tensor = a.present ? t : nullptr;
+    return a;
+  }
+  static Arg of(std::span<const Tensor> ts) {
+    Arg a(ParamRole::tensor_list);
+    a.list = ts;
+    return a;
+  }
+  static Arg integer(int64_t v) {
+    Arg a(ParamRole::int_attr);
+    a.i = v;
+    return a;
+  }
+  static Arg optional_integer(bool present, int64_t v) {
+    Arg a(ParamRole::optional_int_attr);
+    a.present = present;
+    a.i = present ? v : 0;
+    return a;
+  }
+  static Arg scalar(double v) {
+    Arg a(ParamRole::float_attr);
+    a.f = v;
+    return a;
+  }
+  static Arg flag(bool v) {
+    Arg a(ParamRole::bool_attr);
+    a.b = v;
+    return a;
+  }
+  static Arg of(IntList v) {
+    Arg a(ParamRole::int_list_attr);
+    a.ints = v.span();
+    return a;
+  }
+  static Arg of(DType d) {
+    Arg a(ParamRole::dtype_attr);
+    a.dtype = d;
+    return a;
+  }
+  static Arg of(Device d) {
+    Arg a(ParamRole::device_attr);
+    a.device = d;
+    return a;
+  }
+  static Arg of(std::span<const uint8_t> bytes) {
+    Arg a(ParamRole::bytes_attr);
+    a.bytes = bytes;
+    return a;
+  }
+
+ private:
+  explicit Arg(ParamRole r) : role(r), present(true), i(0) {}
+};
+
+// The arguments of one call, in signature order.
+struct ArgPack {
+  std::array<Arg, kMaxParams> args;  // only [0, count) are meaningful
+  int count = 0;
+
+  ArgPack() = default;
+  template <class... A>
+  explicit ArgPack(A&&... a) : args{std::forward<A>(a)...}, count(sizeof...(A)) {
+    static_assert(sizeof...(A) <= kMaxParams);
+  }
+  void push(const Arg& a) { args[size_t(count++)] = a; }
+  const Arg& operator[](int i) const { return args[size_t(i)]; }
+};
+
+}  // namespace crossfire

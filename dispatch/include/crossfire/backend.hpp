@@ -1,0 +1,110 @@
+// The backend interface: the small set of things dispatch needs from a backend (cf. ggml's registry -> device ->
+// buffer): discovery, availability, memory, transfers, and a flat kernel table indexed by OpId.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "crossfire/op_table.hpp"
+#include "crossfire/tensor.hpp"
+
+namespace crossfire {
+
+// What a kernel receives. Dispatch has already validated the call and allocated `out` on the target device, so a
+// kernel only computes: it never allocates the output, never checks devices, never formats an error.
+struct KernelCall {
+  const OpDef& op;
+  OpId id;
+  const ArgPack& args;
+  TensorImpl& out;
+
+  CallView view() const { return {op, args, out.device}; }
+  const Tensor& tensor(int param) const { return *args[param].tensor; }
+};
+using KernelFn = void (*)(const KernelCall& call);
+
+struct DeviceInfo {
+  Device device;
+  std::string name;    // "llvmpipe (LLVM 15.0.6, 256 bits)", "host (logical device 1 of 2)"
+  std::string type;    // "cpu", "integrated", "discrete", "virtual", "other"
+  std::string driver;  // driver name and version, when the backend has one
+};
+
+// Counters that let tests and harnesses prove "nothing changed" after an error (contract section 4). They are
+// exact when one thread dispatches at a time; see Note [Counters are cheap] in backend.cpp.
+struct BackendCounters {
+  std::atomic<uint64_t> allocations{0};
+  std::atomic<uint64_t> releases{0};
+  std::atomic<uint64_t> kernel_launches{0};
+  std::atomic<uint64_t> bytes_allocated{0};
+  std::atomic<uint64_t> transfers{0};  // host<->device and device<->device copies
+
+  static void bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+};
+
+struct CounterSnapshot {
+  uint64_t allocations, releases, kernel_launches, bytes_allocated, transfers;
+  friend bool operator==(const CounterSnapshot&, const CounterSnapshot&) = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+
+  // Empty when the backend has at least one device; else the one-line reason ("no Vulkan loader found").
+  virtual std::string unavailable_reason() const = 0;
+  bool available() const { return device_count() > 0 && unavailable_reason().empty(); }
+  virtual int device_count() const = 0;
+  virtual DeviceInfo device_info(int index) const = 0;
+
+  // Memory. allocate() fills every TensorImpl field but refcount/autograd and bumps the counters; it raises
+  // OutOfMemory (naming `op`) on failure. release() is called exactly once, when the last handle goes.
+  virtual TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) = 0;
+  virtual void release(TensorImpl* t) = 0;
+
+  // Transfers. write(): host bytes into t (t.nbytes of them). read(): t into host memory; waits for pending work.
+  virtual void write(TensorImpl& t, const void* src) = 0;
+  virtual void read(const TensorImpl& t, void* dst) = 0;
+  // A copy between two tensors of this backend (any indices), same dtype and size.
+  virtual void copy(const TensorImpl& src, TensorImpl& dst) = 0;
+  // Waits until every submitted kernel has finished.
+  virtual void synchronize() {}
+
+  // Capability query (cf. ggml's supports_op): the kernel, or nullptr with unsupported_reason() saying why.
+  KernelFn kernel(OpId id) const { return kernels_[id]; }
+  virtual std::string unsupported_reason(OpId id) const;
+  // Runs a kernel directly, bypassing dispatch (benchmarks compare the two); counts a launch.
+  void launch(KernelFn fn, const KernelCall& call) {
+    BackendCounters::bump(counters_.kernel_launches);
+    fn(call);
+  }
+
+  BackendCounters& counters() { return counters_; }
+  CounterSnapshot snapshot() const;
+
+  // Backends fill their table when they are built, one line per op they implement:
+  //   set_kernel("add", &add_kernel);   (an unknown name fails loudly at start-up)
+  void set_kernel(std::string_view op_name, KernelFn fn);
+
+ protected:
+  std::array<KernelFn, kNumOps> kernels_{};
+  BackendCounters counters_;
+};
+
+// The registry: one Backend object per BackendKind, created on first use. A backend that is compiled out is
+// still present, as an unavailable backend whose reason says so.
+Backend& backend(BackendKind kind);
+// The backend for `device`, or BackendUnavailable; InvalidArgument if the index is out of range.
+Backend& backend_for(Device device);
+// Every device of every available backend, in (backend, index) order.
+std::vector<Device> available_devices();
+
+// Each backend folder provides one factory: std::unique_ptr<Backend> make_<name>_backend(); CMake's
+// crossfire_backend() lists it in the generated registry (build/generated/backends.cpp).
+}  // namespace crossfire

@@ -1,0 +1,130 @@
+// Devices, dtypes and shapes: the small value types every other part of crossfire speaks in.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace crossfire {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Backends and devices
+// ---------------------------------------------------------------------------------------------------------------
+
+enum class BackendKind : uint8_t { cpu = 0, vulkan = 1, cuda = 2 };
+inline constexpr int kNumBackendKinds = 3;
+inline constexpr std::array<BackendKind, kNumBackendKinds> kAllBackendKinds = {BackendKind::cpu, BackendKind::vulkan,
+                                                                               BackendKind::cuda};
+
+constexpr std::string_view backend_name(BackendKind b) {
+  switch (b) {
+    case BackendKind::cpu: return "cpu";
+    case BackendKind::vulkan: return "vulkan";
+    case BackendKind::cuda: return "cuda";
+  }
+  return "?";
+}
+
+// A device is (backend, index). It packs into 16 bits so that the validation loop compares devices with one
+// integer comparison (see Note [Validation fast path] in dispatch.cpp).
+struct Device {
+  BackendKind backend = BackendKind::cpu;
+  uint8_t index = 0;
+
+  constexpr uint16_t packed() const { return static_cast<uint16_t>((uint16_t(backend) << 8) | index); }
+  friend constexpr bool operator==(Device a, Device b) { return a.packed() == b.packed(); }
+  std::string str() const;  // "cpu:0"
+
+  static constexpr Device cpu(int i = 0) { return {BackendKind::cpu, uint8_t(i)}; }
+  static constexpr Device vulkan(int i = 0) { return {BackendKind::vulkan, uint8_t(i)}; }
+  static constexpr Device cuda(int i = 0) { return {BackendKind::cuda, uint8_t(i)}; }
+  // Parses "cpu:1", "vulkan" (index 0). Throws InvalidArgument on anything else.
+  static Device parse(std::string_view text);
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Dtypes
+// ---------------------------------------------------------------------------------------------------------------
+
+enum class DType : uint8_t { f32 = 0, i32 = 1, boolean = 2 };
+inline constexpr int kNumDTypes = 3;
+inline constexpr std::array<DType, kNumDTypes> kAllDTypes = {DType::f32, DType::i32, DType::boolean};
+
+constexpr std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "f32";
+    case DType::i32: return "i32";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+// bool is stored as one byte holding 0 or 1.
+constexpr size_t dtype_size(DType d) { return d == DType::boolean ? 1 : 4; }
+DType parse_dtype(std::string_view text);  // throws InvalidArgument
+
+// A set of dtypes, as a bit mask; what a parameter accepts.
+struct DTypeSet {
+  uint8_t bits = 0;
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> ds) {
+    for (DType d : ds) bits |= uint8_t(1u << uint8_t(d));
+  }
+  constexpr bool contains(DType d) const { return (bits >> uint8_t(d)) & 1u; }
+  constexpr bool empty() const { return bits == 0; }
+  std::string str() const;  // "f32|i32"
+};
+inline constexpr DTypeSet kFloat{DType::f32};
+inline constexpr DTypeSet kNumeric{DType::f32, DType::i32};
+inline constexpr DTypeSet kBool{DType::boolean};
+inline constexpr DTypeSet kInt{DType::i32};
+inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shapes
+// ---------------------------------------------------------------------------------------------------------------
+
+inline constexpr int kMaxRank = 6;
+// No tensor may hold more elements than this (2^31 - 1 keeps every index an i32 on every backend, and stops a
+// hostile shape from asking for an unbounded allocation). Checked by every shape rule.
+inline constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+
+// A shape of rank 0..6, stored inline: shapes never touch the heap.
+class Shape {
+ public:
+  constexpr Shape() = default;
+  constexpr Shape(std::initializer_list<int64_t> dims) {
+    for (int64_t d : dims) push_back(d);
+  }
+  // Builds a shape from caller data; throws ShapeError on rank > 6, negative dims or more than kMaxElements.
+  static Shape checked(std::span<const int64_t> dims, std::string_view op, std::string_view param);
+
+  constexpr int rank() const { return rank_; }
+  constexpr int64_t operator[](int i) const { return dims_[size_t(i)]; }
+  constexpr int64_t& operator[](int i) { return dims_[size_t(i)]; }
+  constexpr void push_back(int64_t d) { dims_[size_t(rank_++)] = d; }
+  constexpr int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank_; ++i) n *= dims_[size_t(i)];
+    return n;
+  }
+  constexpr std::span<const int64_t> dims() const { return {dims_.data(), size_t(rank_)}; }
+  friend constexpr bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.dims_[size_t(i)] != b.dims_[size_t(i)]) return false;
+    return true;
+  }
+  std::string str() const;  // "[2, 3]"
+
+ private:
+  std::array<int64_t, kMaxRank + 1> dims_{};  // one spare slot so a rank-6 check can fail without overflow
+  int rank_ = 0;
+};
+
+// Row-major contiguous strides, in elements.
+std::array<int64_t, kMaxRank> contiguous_strides(const Shape& s);
+
+}  // namespace crossfire

@@ -1,0 +1,48 @@
+// The dispatch entry point: every op call, typed (ops.hpp) or generic (the harness), goes through call().
+#pragma once
+
+#include "crossfire/args.hpp"
+#include "crossfire/backend.hpp"
+#include "crossfire/op_table.hpp"
+#include "crossfire/tensor.hpp"
+
+namespace crossfire {
+
+// Validates the call exactly as contract section 4 says (no-tensor, device, dtype, autodiff, shape, in that
+// order, before any side effect), allocates the output on the target device, runs the backend's kernel, and
+// records an autodiff node when a differentiable input is tracked and grad mode is on.
+Tensor call(OpId id, const ArgPack& args);
+
+// Validation alone, with no side effect: raises what call() would raise before running anything, else returns
+// the output spec. The harness's bad-input oracle and the benchmarks use it.
+OutputSpec validate(OpId id, const ArgPack& args);
+
+// Which parameter the target device comes from ("lhs", "tensors[0]", "device"); for messages and oracles.
+struct TargetInfo {
+  Device device;
+  int param = -1;       // index in the signature
+  int list_index = -1;  // element of a tensor list, or -1
+};
+
+// Autodiff mode (contract section 5). no_grad is a scope: results made inside it are untracked.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Runs reverse mode from `root`: a tracked scalar, or any tracked tensor with a seed gradient of its shape and
+// device. Gradients accumulate into leaves' grad(); each lives on its leaf's device.
+void backward(const Tensor& root, const Tensor& seed = Tensor());
+
+// How many autodiff nodes have been recorded since the process started (the "tape length"); an error path must
+// leave it unchanged.
+uint64_t autodiff_nodes_recorded();
+
+}  // namespace crossfire

@@ -1,0 +1,130 @@
+// One exception hierarchy for everything crossfire raises. Each error carries its facts as fields, so tests and
+// harnesses compare structure; the message (what()) is formatted once, when the error is raised, never on the
+// success path.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "crossfire/device.hpp"
+
+namespace crossfire {
+
+enum class ErrorKind : uint8_t {
+  backend_unavailable,
+  no_tensor_input,
+  device_mismatch,
+  dtype_mismatch,
+  autodiff,
+  shape,
+  invalid_argument,
+  unsupported,
+  out_of_memory,
+  backend_failure,
+  parse,
+};
+std::string_view error_kind_name(ErrorKind k);  // "DeviceMismatch", ...
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, std::string op, std::string message)
+      : std::runtime_error(std::move(message)), kind_(kind), op_(std::move(op)) {}
+  ErrorKind kind() const { return kind_; }
+  // The op being dispatched ("add"), or empty when the error is not about one op call.
+  const std::string& op() const { return op_; }
+
+ private:
+  ErrorKind kind_;
+  std::string op_;
+};
+
+// A backend that is compiled out or found no device; `reason` is its one-line explanation.
+class BackendUnavailable : public Error {
+ public:
+  BackendUnavailable(BackendKind backend, std::string reason);
+  BackendKind backend;
+  std::string reason;
+};
+
+// An op with tensor parameters was called with no present tensor argument (e.g. cat of an empty list).
+class NoTensorInput : public Error {
+ public:
+  explicit NoTensorInput(std::string op);
+};
+
+// One argument whose device differs from the target.
+struct DeviceOffender {
+  std::string param;  // as written in the op table, with an index for list elements: "rhs", "tensors[3]"
+  int param_index = 0;  // position in the op's signature
+  int list_index = -1;  // element of a TensorList, or -1
+  Device device;
+  bool wrong_backend = false;  // true: another backend; false: same backend, another index
+  friend bool operator==(const DeviceOffender&, const DeviceOffender&) = default;
+};
+
+// Contract section 4: every offender, in signature order, and where the target came from.
+class DeviceMismatch : public Error {
+ public:
+  DeviceMismatch(std::string op, Device target, std::string target_from, std::vector<DeviceOffender> offenders);
+  Device target;
+  std::string target_from;  // the parameter the target was taken from: "lhs", "tensors[0]"
+  std::vector<DeviceOffender> offenders;
+};
+
+class DTypeMismatch : public Error {
+ public:
+  DTypeMismatch(std::string op, std::string param, DType got, DTypeSet accepted, std::string detail = {});
+  std::string param;
+  DType got;
+  DTypeSet accepted;
+};
+
+class AutodiffError : public Error {
+ public:
+  AutodiffError(std::string op, std::string message) : Error(ErrorKind::autodiff, std::move(op), std::move(message)) {}
+};
+
+class ShapeError : public Error {
+ public:
+  ShapeError(std::string op, std::string param, std::string message);
+  std::string param;
+};
+
+class InvalidArgument : public Error {
+ public:
+  InvalidArgument(std::string op, std::string param, std::string message);
+  std::string param;
+};
+
+// The backend cannot run this op (its capability query said no). Tests report it as skipped, with the reason.
+class Unsupported : public Error {
+ public:
+  Unsupported(std::string op, BackendKind backend, std::string reason);
+  BackendKind backend;
+};
+
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::string op, Device device, size_t bytes, std::string detail = {});
+  Device device;
+  size_t bytes;
+};
+
+// A backend failed while running a kernel or moving data (a lost device, a failed pipeline). The process and the
+// other backends keep working.
+class BackendFailure : public Error {
+ public:
+  BackendFailure(std::string op, Device device, std::string message);
+  Device device;
+};
+
+// A malformed program file or option; line/column are 1-based, 0 when not known.
+class ParseError : public Error {
+ public:
+  ParseError(std::string where, int line, int column, std::string message);
+  int line;
+  int column;
+};
+
+}  // namespace crossfire

@@ -1,0 +1,378 @@
+// THE op table (contract section 2): every op crossfire knows is declared exactly once, below, in kOpTable.
+// Dispatch, validation, the kernels' registration, the generators, the benchmarks and the docs all enumerate this
+// table; none of them keeps its own list of ops. To add an op: add one OpDef here (with its output and backward
+// rules in rules.cpp / backward.cpp), one kernel per backend, and nothing else.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "crossfire/args.hpp"
+#include "crossfire/device.hpp"
+
+namespace crossfire {
+
+using OpId = uint16_t;
+
+// How a tensor parameter relates to autodiff (contract section 4, step 4).
+enum class GradPolicy : uint8_t {
+  differentiable,  // gradient flows to it
+  constant,        // tracked inputs are accepted and act as constants (compare ops, where's cond)
+  forbidden,       // a tracked input raises AutodiffError (cast: it would silently cut the gradient)
+};
+
+// Where the values of a tensor parameter must lie for the op to be defined; generators keep inputs inside it.
+enum class Domain : uint8_t {
+  any,
+  positive,      // > 0 (log, pow's base)
+  non_negative,  // >= 0 (sqrt)
+  non_zero,      // != 0 (div's rhs)
+  index,         // a valid index along the op's axis (index_select's index)
+};
+
+// The shape family of an op: what the generators need to build valid arguments for it. One entry per kind of
+// shape relation, not per op.
+enum class OpFamily : uint8_t {
+  creation,      // no tensor inputs; shape, dtype, device attributes
+  unary,         // elementwise, one input
+  binary,        // elementwise with numpy broadcasting
+  where,         // elementwise, three broadcast inputs
+  cast,          // elementwise dtype change
+  reduce,        // over one axis or all elements
+  matmul,        // 2-D or batched, broadcast batch dims
+  reshape, permute, slice, expand, cat, index_select,
+  softmax,       // along one axis
+  conv2d, unfold, fold,
+  transfer,      // to(device)
+};
+
+struct ParamDef {
+  std::string_view name;
+  ParamRole role;
+  DTypeSet dtypes{};              // tensor roles: what the parameter accepts
+  uint8_t same_dtype_group = 0;  // tensor params of one op with the same non-zero group must share one dtype
+  GradPolicy grad = GradPolicy::constant;
+  Domain domain = Domain::any;
+};
+
+struct OpDef;
+struct OutputSpec {
+  DType dtype;
+  Shape shape;
+  Device device;
+};
+
+// A call seen by rules: the op, its arguments (already checked for device and dtype) and its target device.
+struct CallView {
+  const OpDef& op;
+  const ArgPack& args;
+  Device target;
+
+  const Tensor& tensor(int param) const { return *args[param].tensor; }
+  bool present(int param) const { return args[param].present; }
+  std::span<const Tensor> list(int param) const { return args[param].list; }
+  int64_t integer(int param) const { return args[param].i; }
+  double scalar(int param) const { return args[param].f; }
+  bool flag(int param) const { return args[param].b; }
+  std::span<const int64_t> ints(int param) const { return args[param].ints; }
+  DType dtype(int param) const { return args[param].dtype; }
+  Device device(int param) const { return args[param].device; }
+  std::span<const uint8_t> bytes(int param) const { return args[param].bytes; }
+};
+
+// Output rule: the output's dtype, shape and device, or ShapeError / InvalidArgument (validation step 5).
+using OutputRule = OutputSpec (*)(const CallView& call);
+
+// Backward rule (contract section 5), written with forward ops only, so every backend gets gradients.
+// `grads` has one slot per tensor input in signature order, list elements expanded (see input_slot()); the rule
+// fills the slots whose `needs` flag is set, with a tensor of that input's shape on that input's device.
+struct BackwardCall {
+  const CallView& call;  // the forward call's inputs (saved) and attributes
+  const Tensor& output;  // the forward output
+  const Tensor& grad;    // d(loss)/d(output)
+  std::span<const bool> needs;
+  std::span<Tensor> grads;
+};
+using BackwardRule = void (*)(const BackwardCall& b);
+
+// How far a float result may lie from the exact f64 result (contract section 6):
+// |got - exact| <= k * eps_f32 * magnitude + tiny, where k = k_const + k_per_term * (number of terms summed).
+struct ErrorBound {
+  float k_const = 1;
+  float k_per_term = 0;
+  bool bitwise = false;  // data movement and integer/bool results: must be bit-identical on every backend
+};
+
+struct OpDef {
+  std::string_view name;
+  OpFamily family;
+  std::array<ParamDef, kMaxParams> params{};
+  int num_params = 0;
+  OutputRule output;
+  BackwardRule backward;  // nullptr: not differentiable (outputs are never tracked)
+  ErrorBound bound;
+  std::string_view doc;
+
+  constexpr std::span<const ParamDef> signature() const { return {params.data(), size_t(num_params)}; }
+  constexpr bool has_tensor_params() const {
+    for (int i = 0; i < num_params; ++i)
+      if (is_tensor_role(params[size_t(i)].role)) return true;
+    return false;
+  }
+  constexpr int param_index(std::string_view n) const {
+    for (int i = 0; i < num_params; ++i)
+      if (params[size_t(i)].name == n) return i;
+    return -1;
+  }
+};
+
+namespace rules {  // defined in dispatch/src/rules.cpp
+OutputSpec creation(const CallView&);
+OutputSpec arange(const CallView&);
+OutputSpec from_data(const CallView&);
+OutputSpec random(const CallView&);
+OutputSpec same_as_input(const CallView&);
+OutputSpec broadcast(const CallView&);
+OutputSpec broadcast_bool(const CallView&);
+OutputSpec where(const CallView&);
+OutputSpec cast(const CallView&);
+OutputSpec reduce(const CallView&);
+OutputSpec argmax(const CallView&);
+OutputSpec matmul(const CallView&);
+OutputSpec reshape(const CallView&);
+OutputSpec permute(const CallView&);
+OutputSpec slice(const CallView&);
+OutputSpec expand(const CallView&);
+OutputSpec cat(const CallView&);
+OutputSpec index_select(const CallView&);
+OutputSpec softmax(const CallView&);
+OutputSpec conv2d(const CallView&);
+OutputSpec unfold(const CallView&);
+OutputSpec fold(const CallView&);
+OutputSpec to(const CallView&);
+}  // namespace rules
+
+namespace backward_rules {  // defined in dispatch/src/backward.cpp
+void neg(const BackwardCall&);
+void abs(const BackwardCall&);
+void exp(const BackwardCall&);
+void log(const BackwardCall&);
+void sqrt(const BackwardCall&);
+void tanh(const BackwardCall&);
+void sigmoid(const BackwardCall&);
+void relu(const BackwardCall&);
+void add(const BackwardCall&);
+void sub(const BackwardCall&);
+void mul(const BackwardCall&);
+void div(const BackwardCall&);
+void pow(const BackwardCall&);
+void maximum(const BackwardCall&);
+void minimum(const BackwardCall&);
+void where(const BackwardCall&);
+void sum(const BackwardCall&);
+void mean(const BackwardCall&);
+void max(const BackwardCall&);
+void matmul(const BackwardCall&);
+void reshape(const BackwardCall&);
+void permute(const BackwardCall&);
+void slice(const BackwardCall&);
+void expand(const BackwardCall&);
+void cat(const BackwardCall&);
+void index_select(const BackwardCall&);
+void softmax(const BackwardCall&);
+void conv2d(const BackwardCall&);
+void unfold(const BackwardCall&);
+void fold(const BackwardCall&);
+void to(const BackwardCall&);
+}  // namespace backward_rules
+
+namespace op_table_detail {
+using R = ParamRole;
+using G = GradPolicy;
+using D = Domain;
+constexpr ParamDef T(std::string_view n, DTypeSet d, G g = G::differentiable, D dom = D::any, uint8_t grp = 0) {
+  return {n, R::tensor, d, grp, g, dom};
+}
+constexpr ParamDef Attr(std::string_view n, R r) { return {n, r, {}, 0, G::constant, D::any}; }
+
+template <class... P>
+constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, BackwardRule bw, ErrorBound bound,
+                   std::string_view doc, P... ps) {
+  OpDef d{name, fam, {ps...}, int(sizeof...(P)), out, bw, bound, doc};
+  return d;
+}
+constexpr ErrorBound kExact{0, 0, true};
+constexpr ErrorBound kOneRounding{1, 0, false};
+constexpr ErrorBound kTranscendental{4, 0, false};
+constexpr ErrorBound kReduction{2, 1, false};
+
+constexpr ParamDef kShape = Attr("shape", R::int_list_attr);
+constexpr ParamDef kDTypeAttr = Attr("dtype", R::dtype_attr);
+constexpr ParamDef kDeviceAttr = Attr("device", R::device_attr);
+constexpr ParamDef kAxisOpt = Attr("axis", R::optional_int_attr);
+constexpr ParamDef kAxis = Attr("axis", R::int_attr);
+constexpr ParamDef kKeepdim = Attr("keepdim", R::bool_attr);
+
+// Elementwise binary ops share a dtype group: lhs and rhs must have the same dtype (no implicit promotion).
+constexpr OpDef binary(std::string_view n, DTypeSet d, BackwardRule bw, ErrorBound b, std::string_view doc,
+                       D rhs_domain = D::any, D lhs_domain = D::any) {
+  return op(n, OpFamily::binary, rules::broadcast, bw, b, doc, T("lhs", d, G::differentiable, lhs_domain, 1),
+            T("rhs", d, G::differentiable, rhs_domain, 1));
+}
+constexpr OpDef compare(std::string_view n, DTypeSet d, std::string_view doc) {
+  return op(n, OpFamily::binary, rules::broadcast_bool, nullptr, kExact, doc, T("lhs", d, G::constant, D::any, 1),
+            T("rhs", d, G::constant, D::any, 1));
+}
+constexpr OpDef unary(std::string_view n, DTypeSet d, BackwardRule bw, ErrorBound b, std::string_view doc,
+                      D dom = D::any) {
+  return op(n, OpFamily::unary, rules::same_as_input, bw, b, doc, T("x", d, G::differentiable, dom));
+}
+constexpr OpDef reduction(std::string_view n, DTypeSet d, OutputRule out, BackwardRule bw, ErrorBound b,
+                          std::string_view doc) {
+  return op(n, OpFamily::reduce, out, bw, b, doc, T("x", d, bw ? G::differentiable : G::constant), kAxisOpt,
+            kKeepdim);
+}
+}  // namespace op_table_detail
+
+// clang-format off
+inline constexpr auto kOpTable = [] {
+  using namespace op_table_detail;
+  namespace bw = backward_rules;
+  return std::array{
+    // ---- creation: the target is the explicit `device` argument ------------------------------------------------
+    op("zeros", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor of zeros.",
+       kShape, kDTypeAttr, kDeviceAttr),
+    op("ones", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor of ones.",
+       kShape, kDTypeAttr, kDeviceAttr),
+    op("full", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor filled with `value` (cast to dtype).",
+       kShape, Attr("value", R::float_attr), kDTypeAttr, kDeviceAttr),
+    op("arange", OpFamily::creation, rules::arange, nullptr, kExact,
+       "start, start+step, ... below stop (above, for a negative step); element i is computed as start + i*step in f64.",
+       Attr("start", R::float_attr), Attr("stop", R::float_attr), Attr("step", R::float_attr), kDTypeAttr, kDeviceAttr),
+    op("from_data", OpFamily::creation, rules::from_data, nullptr, kExact,
+       "A tensor holding `data` (raw little-endian values of dtype; bool is one byte 0/1).",
+       Attr("data", R::bytes_attr), kShape, kDTypeAttr, kDeviceAttr),
+    op("rand", OpFamily::creation, rules::random, nullptr, kExact,
+       "Uniform f32 in [0, 1) from Philox4x32-10: element i uses counter i/4, word i%4, key = seed; "
+       "value = (word >> 8) * 2^-24. Bit-identical on every backend.",
+       kShape, Attr("seed", R::int_attr), kDeviceAttr),
+    op("randn", OpFamily::creation, rules::random, nullptr, kTranscendental,
+       "Standard normal f32 by Box-Muller on the rand stream: element 2j and 2j+1 use uniforms u1 = (rand[2j]+2^-25), "
+       "u2 = rand[2j+1]; r = sqrt(-2 log u1); out = r cos(2 pi u2), r sin(2 pi u2).",
+       kShape, Attr("seed", R::int_attr), kDeviceAttr),
+
+    // ---- unary ---------------------------------------------------------------------------------------------------
+    unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
+    unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN)."),
+    unary("exp", kFloat, bw::exp, kTranscendental, "e^x."),
+    unary("log", kFloat, bw::log, kTranscendental, "Natural log; domain x > 0.", D::positive),
+    unary("sqrt", kFloat, bw::sqrt, kOneRounding, "Square root; domain x >= 0.", D::non_negative),
+    unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
+    unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
+    unary("relu", kFloat, bw::relu, kExact, "max(x, 0)."),
+
+    // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
+    binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),
+    binary("sub", kNumeric, bw::sub, kOneRounding, "lhs - rhs (i32 wraps)."),
+    binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
+    binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
+    binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
+    binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max."),
+    binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min."),
+
+    // ---- compare and logic: bool out ----------------------------------------------------------------------------
+    compare("eq", kAnyDType, "lhs == rhs."),
+    compare("ne", kAnyDType, "lhs != rhs."),
+    compare("lt", kNumeric, "lhs < rhs."),
+    compare("le", kNumeric, "lhs <= rhs."),
+    compare("gt", kNumeric, "lhs > rhs."),
+    compare("ge", kNumeric, "lhs >= rhs."),
+    op("logical_and", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs && rhs.",
+       T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)),
+    op("logical_or", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs || rhs.",
+       T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)),
+    op("logical_not", OpFamily::unary, rules::same_as_input, nullptr, kExact, "!x.", T("x", kBool, G::constant)),
+
+    op("where", OpFamily::where, rules::where, bw::where, kExact, "cond ? a : b, all three broadcast.",
+       T("cond", kBool, G::constant), T("a", kAnyDType, G::differentiable, D::any, 1),
+       T("b", kAnyDType, G::differentiable, D::any, 1)),
+    op("cast", OpFamily::cast, rules::cast, nullptr, kExact,
+       "Converts to dtype. f32 -> i32 truncates toward zero and saturates (NaN -> 0); x -> bool is x != 0. "
+       "Not differentiable: a tracked input raises AutodiffError (detach it first), since a silent cast would cut "
+       "the gradient.",
+       T("x", kAnyDType, G::forbidden), kDTypeAttr),
+
+    // ---- reductions: over one axis, or all elements when axis is absent --------------------------------------------
+    reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps)."),
+    reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean."),
+    reduction("max", kNumeric, rules::reduce, bw::max, kExact,
+              "Maximum; the gradient goes to the first maximal element."),
+    reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
+              "i32 index of the first maximal element (over all elements: the flat index)."),
+
+    op("matmul", OpFamily::matmul, rules::matmul, bw::matmul, kReduction,
+       "[..., m, k] x [..., k, n] -> [..., m, n]; both rank >= 2; batch dims broadcast.",
+       T("lhs", kFloat, G::differentiable, D::any, 1), T("rhs", kFloat, G::differentiable, D::any, 1)),
+
+    // ---- layout: data movement, bit-exact -----------------------------------------------------------------------
+    op("reshape", OpFamily::reshape, rules::reshape, bw::reshape, kExact,
+       "Same elements, new shape; one dim may be -1.", T("x", kAnyDType), kShape),
+    op("permute", OpFamily::permute, rules::permute, bw::permute, kExact,
+       "Reorders axes: out.shape[i] = x.shape[dims[i]].", T("x", kAnyDType), Attr("dims", R::int_list_attr)),
+    op("slice", OpFamily::slice, rules::slice, bw::slice, kExact,
+       "Per axis, elements start, start+step, ... below stop; 0 <= start <= stop <= dim, step >= 1.",
+       T("x", kAnyDType), Attr("starts", R::int_list_attr), Attr("stops", R::int_list_attr),
+       Attr("steps", R::int_list_attr)),
+    op("expand", OpFamily::expand, rules::expand, bw::expand, kExact,
+       "Broadcasts x to `shape` (numpy rules; new leading dims allowed).", T("x", kAnyDType), kShape),
+    op("cat", OpFamily::cat, rules::cat, bw::cat, kExact,
+       "Concatenates along axis; all tensors share dtype and every other dim.",
+       ParamDef{"tensors", R::tensor_list, kAnyDType, 0, G::differentiable, D::any}, kAxis),
+    op("index_select", OpFamily::index_select, rules::index_select, bw::index_select, kExact,
+       "Picks entries index[j] along axis; index is 1-D i32 with values in [0, dim) (else InvalidArgument).",
+       T("x", kAnyDType), kAxis, T("index", kInt, G::constant, D::index)),
+
+    // ---- nn --------------------------------------------------------------------------------------------------------
+    op("softmax", OpFamily::softmax, rules::softmax, bw::softmax, ErrorBound{8, 1, false},
+       "exp(x - max) / sum(exp(x - max)) along axis.", T("x", kFloat), kAxis),
+    op("conv2d", OpFamily::conv2d, rules::conv2d, bw::conv2d, kReduction,
+       "input [N, C, H, W] * weight [O, C, kh, kw] (+ bias [O]) with stride and zero padding -> [N, O, Ho, Wo].",
+       T("input", kFloat, G::differentiable, D::any, 1), T("weight", kFloat, G::differentiable, D::any, 1),
+       ParamDef{"bias", R::optional_tensor, kFloat, 1, G::differentiable, D::any},
+       Attr("stride", R::int_list_attr), Attr("padding", R::int_list_attr)),
+    op("unfold", OpFamily::unfold, rules::unfold, bw::unfold, kExact,
+       "im2col: [N, C, H, W] -> [N, C*kh*kw, L] patches (zero padding); row c*kh*kw + i*kw + j.",
+       T("input", kFloat), Attr("kernel", R::int_list_attr), Attr("stride", R::int_list_attr),
+       Attr("padding", R::int_list_attr)),
+    op("fold", OpFamily::fold, rules::fold, bw::fold, kReduction,
+       "col2im, unfold's adjoint: sums [N, C*kh*kw, L] patches into [N, C, H, W].",
+       T("input", kFloat), Attr("output_size", R::int_list_attr), Attr("kernel", R::int_list_attr),
+       Attr("stride", R::int_list_attr), Attr("padding", R::int_list_attr)),
+
+    // ---- transfer ----------------------------------------------------------------------------------------------------
+    op("to", OpFamily::transfer, rules::to, bw::to, kExact,
+       "Copies x to `device` (the only op whose output lives elsewhere than its target); differentiable.",
+       T("x", kAnyDType), kDeviceAttr),
+  };
+}();
+// clang-format on
+
+inline constexpr int kNumOps = int(kOpTable.size());
+
+// The id of an op by name, at compile time: `constexpr OpId kAdd = op_id("add");` A misspelt name fails to compile.
+consteval OpId op_id(std::string_view name) {
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (kOpTable[i].name == name) return OpId(i);
+  throw "crossfire::op_id: no such op in kOpTable";
+}
+// The same at run time (program files, command lines); returns -1 when there is no such op.
+int find_op(std::string_view name);
+inline const OpDef& op_def(OpId id) { return kOpTable[id]; }
+
+// Flattened input slots: one per tensor input in signature order, list elements expanded, absent optionals
+// skipped. Autodiff and the harness number gradients this way.
+int count_input_slots(const OpDef& op, const ArgPack& args);
+
+}  // namespace crossfire

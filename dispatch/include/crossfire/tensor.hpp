@@ -1,0 +1,97 @@
+// Tensors: a handle (Tensor) onto one contiguous buffer owned by a backend (TensorImpl).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "crossfire/device.hpp"
+
+namespace crossfire {
+
+class Backend;
+struct AutogradMeta;
+
+// Note [One allocation per tensor]
+// A TensorImpl is the tensor's metadata and the backend's buffer in one object: tensors are always contiguous and
+// never alias one another, so there is no separate Storage. The backend allocates it (on the CPU, header and data
+// in one aligned block, so an op's output costs exactly one heap allocation) and frees it when the last handle
+// goes; `owner->release(this)` is the only way it dies. Autodiff state lives behind `autograd`, allocated only for
+// tracked tensors, so untracked tensors pay nothing for it.
+struct TensorImpl {
+  std::atomic<int32_t> refcount{0};
+  Device device;
+  DType dtype = DType::f32;
+  Shape shape;
+  int64_t numel = 0;
+  size_t nbytes = 0;
+  Backend* owner = nullptr;
+  void* data = nullptr;        // host-addressable data (CPU backend), else nullptr
+  void* backend_state = nullptr;  // anything else the owning backend needs (a buffer handle, an offset)
+  AutogradMeta* autograd = nullptr;  // owned; non-null only for tracked tensors and leaves with a gradient
+
+  TensorImpl() = default;
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+};
+
+void release_tensor_impl(TensorImpl* impl);  // called when the refcount drops to zero
+
+// A shared handle. Copying a Tensor shares the tensor (like torch::Tensor); ops always return new tensors.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(TensorImpl* impl) : impl_(impl) { retain(); }
+  Tensor(const Tensor& o) : impl_(o.impl_) { retain(); }
+  Tensor(Tensor&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
+  Tensor& operator=(const Tensor& o) {
+    Tensor(o).swap(*this);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    Tensor(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~Tensor() { release(); }
+  void swap(Tensor& o) noexcept { std::swap(impl_, o.impl_); }
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_; }
+  Device device() const { return impl_->device; }
+  DType dtype() const { return impl_->dtype; }
+  const Shape& shape() const { return impl_->shape; }
+  int rank() const { return impl_->shape.rank(); }
+  int64_t numel() const { return impl_->numel; }
+
+  // Autodiff (contract section 5).
+  bool requires_grad() const;  // a leaf marked requires_grad
+  bool tracked() const;        // requires_grad leaf or result of a tracked op
+  // Marks an f32 leaf; raises AutodiffError for i32/bool or a non-leaf. Returns *this for chaining.
+  Tensor& set_requires_grad(bool on = true);
+  Tensor grad() const;  // undefined Tensor until backward reaches this leaf
+  void zero_grad();
+  // A copy with no autodiff history (same device, same values).
+  Tensor detach() const;
+
+  // Values out, converted to the C++ type (f32 -> float, i32 -> int32_t, bool -> uint8_t). Synchronises.
+  std::vector<float> to_f32() const;
+  std::vector<int32_t> to_i32() const;
+  std::vector<uint8_t> to_bool() const;
+  // Raw bytes in dtype layout.
+  std::vector<uint8_t> to_host_bytes() const;
+  std::string str() const;  // "Tensor(cpu:0, f32, [2, 3])"
+
+ private:
+  void retain() {
+    if (impl_) impl_->refcount.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    if (impl_ && impl_->refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) release_tensor_impl(impl_);
+    impl_ = nullptr;
+  }
+  TensorImpl* impl_ = nullptr;
+};
+
+}  // namespace crossfire

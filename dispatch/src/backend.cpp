@@ -1,0 +1,120 @@
+#include "crossfire/backend.hpp"
+
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "crossfire/error.hpp"
+
+namespace crossfire {
+
+// Note [Counters are cheap]
+// The counters are bumped on every dispatch, so they are relaxed load+store pairs rather than atomic
+// read-modify-writes (no lock prefix). They are exact when one thread dispatches at a time, as the tests and
+// harness do; with several threads they may undercount, but never tear or race in the C++ sense.
+
+std::string Backend::unsupported_reason(OpId id) const {
+  return fmt::format("the {} backend has no kernel for `{}`", backend_name(kind()), op_def(id).name);
+}
+
+void Backend::set_kernel(std::string_view op_name, KernelFn fn) {
+  int id = find_op(op_name);
+  if (id < 0) throw std::logic_error(fmt::format("set_kernel: no op `{}` in the op table", op_name));
+  kernels_[size_t(id)] = fn;
+}
+
+CounterSnapshot Backend::snapshot() const {
+  auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return {l(counters_.allocations), l(counters_.releases), l(counters_.kernel_launches), l(counters_.bytes_allocated),
+          l(counters_.transfers)};
+}
+
+int find_op(std::string_view name) {
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (kOpTable[i].name == name) return int(i);
+  return -1;
+}
+
+int count_input_slots(const OpDef& op, const ArgPack& args) {
+  int n = 0;
+  for (int i = 0; i < op.num_params; ++i) {
+    switch (op.params[size_t(i)].role) {
+      case ParamRole::tensor: ++n; break;
+      case ParamRole::optional_tensor: n += args[i].present ? 1 : 0; break;
+      case ParamRole::tensor_list: n += int(args[i].list.size()); break;
+      default: break;
+    }
+  }
+  return n;
+}
+
+namespace {
+// A backend that was compiled out: present in the registry, unavailable, saying why.
+class CompiledOutBackend final : public Backend {
+ public:
+  explicit CompiledOutBackend(BackendKind k) : kind_(k) {}
+  BackendKind kind() const override { return kind_; }
+  std::string unavailable_reason() const override {
+    return fmt::format("not compiled in (configure with -DCROSSFIRE_{}=ON)",
+                       kind_ == BackendKind::vulkan ? "VULKAN" : kind_ == BackendKind::cuda ? "CUDA" : "CPU");
+  }
+  int device_count() const override { return 0; }
+  DeviceInfo device_info(int) const override { return {}; }
+  TensorImpl* allocate(Device, DType, const Shape&, std::string_view) override { throw_unavailable(); }
+  void release(TensorImpl*) override {}
+  void write(TensorImpl&, const void*) override { throw_unavailable(); }
+  void read(const TensorImpl&, void*) override { throw_unavailable(); }
+  void copy(const TensorImpl&, TensorImpl&) override { throw_unavailable(); }
+
+ private:
+  [[noreturn]] void throw_unavailable() const { throw BackendUnavailable(kind_, unavailable_reason()); }
+  BackendKind kind_;
+};
+
+struct Registry {
+  std::array<std::unique_ptr<Backend>, kNumBackendKinds> backends;
+};
+}  // namespace
+
+// Defined in the generated build/generated/backends.cpp: one line per backend that CMake's crossfire_backend()
+// compiled in.
+void register_compiled_backends(std::array<std::unique_ptr<Backend>, kNumBackendKinds>& slots);
+
+namespace {
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry();  // never destroyed: tensors in static storage may outlive main()
+    register_compiled_backends(reg->backends);
+    for (BackendKind k : kAllBackendKinds)
+      if (!reg->backends[size_t(k)]) reg->backends[size_t(k)] = std::make_unique<CompiledOutBackend>(k);
+    return reg;
+  }();
+  return *r;
+}
+}  // namespace
+
+Backend& backend(BackendKind kind) { return *registry().backends[size_t(kind)]; }
+
+Backend& backend_for(Device device) {
+  Backend& b = backend(device.backend);
+  int n = b.device_count();
+  if (n == 0) throw BackendUnavailable(device.backend, b.unavailable_reason());
+  if (device.index >= n)
+    throw InvalidArgument("device", "",
+                          fmt::format("{} does not exist: the {} backend has {} device{} ({}:0..{}:{})", device.str(),
+                                      backend_name(device.backend), n, n == 1 ? "" : "s",
+                                      backend_name(device.backend), backend_name(device.backend), n - 1));
+  return b;
+}
+
+std::vector<Device> available_devices() {
+  std::vector<Device> out;
+  for (BackendKind k : kAllBackendKinds) {
+    Backend& b = backend(k);
+    for (int i = 0; i < b.device_count(); ++i) out.push_back(Device{k, uint8_t(i)});
+  }
+  return out;
+}
+
+}  // namespace crossfire

@@ -1,0 +1,358 @@
+// Dispatch: validation (contract sections 3 and 4), output allocation, kernel launch, autodiff recording.
+#include "crossfire/dispatch.hpp"
+
+#include <fmt/format.h>
+
+#include "autograd_meta.hpp"
+#include "crossfire/error.hpp"
+
+namespace crossfire {
+
+// Note [Why the first tensor picks the device]
+// The target of an op is the device of its first present tensor argument in signature order, never a "best"
+// device chosen by looking at all of them. A fixed rule makes the blame in DeviceMismatch meaningful (every other
+// argument is compared against one named argument), makes the check a single pass, and matches what users of
+// PyTorch and Burn expect. Creation ops have no tensor arguments and name their target explicitly.
+
+// Note [Validation fast path]
+// On the success path validation is a few integer comparisons per argument: devices compare as packed 16-bit
+// values, dtypes as bit masks, and nothing is formatted or allocated. Everything that builds an error (strings,
+// vectors of offenders) lives in [[gnu::cold]] functions that run only once a check has already failed. The
+// order of the checks is the contract's order of precedence, and no check has a side effect, so an error always
+// leaves counters, tape and inputs exactly as they were.
+
+namespace {
+
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_nodes_recorded{0};
+
+std::string param_label(const OpDef& op, int param, int list_index) {
+  std::string_view name = op.params[size_t(param)].name;
+  return list_index < 0 ? std::string(name) : fmt::format("{}[{}]", name, list_index);
+}
+
+// Calls f(tensor, param, list_index) for every present tensor argument, in signature order.
+template <class F>
+inline void for_each_tensor(const OpDef& op, const ArgPack& args, F&& f) {
+  for (int i = 0; i < op.num_params; ++i) {
+    switch (op.params[size_t(i)].role) {
+      case ParamRole::tensor: f(*args[i].tensor, i, -1); break;
+      case ParamRole::optional_tensor:
+        if (args[i].present) f(*args[i].tensor, i, -1);
+        break;
+      case ParamRole::tensor_list: {
+        const std::span<const Tensor> l = args[i].list;
+        for (size_t j = 0; j < l.size(); ++j) f(l[j], i, int(j));
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+[[gnu::cold, noreturn]] void throw_structure_error(const OpDef& op, const ArgPack& args) {
+  if (args.count != op.num_params)
+    throw InvalidArgument(std::string(op.name), "",
+                          fmt::format("takes {} arguments, got {}", op.num_params, args.count));
+  for (int i = 0; i < op.num_params; ++i)
+    if (args[i].role != op.params[size_t(i)].role)
+      throw InvalidArgument(std::string(op.name), std::string(op.params[size_t(i)].name),
+                            fmt::format("expected a {} argument, got a {}", param_role_name(op.params[size_t(i)].role),
+                                        param_role_name(args[i].role)));
+  throw InvalidArgument(std::string(op.name), "", "malformed argument pack");
+}
+
+[[gnu::cold, noreturn]] void throw_undefined(const OpDef& op, int param, int list_index) {
+  throw InvalidArgument(std::string(op.name), param_label(op, param, list_index),
+                        "is an undefined tensor (default-constructed or moved from)");
+}
+
+[[gnu::cold, noreturn]] void throw_device_mismatch(const OpDef& op, const ArgPack& args, const TargetInfo& target) {
+  std::vector<DeviceOffender> offenders;
+  for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
+    if (t.device() != target.device)
+      offenders.push_back({param_label(op, param, li), param, li, t.device(),
+                           t.device().backend != target.device.backend});
+  });
+  throw DeviceMismatch(std::string(op.name), target.device, param_label(op, target.param, target.list_index),
+                       std::move(offenders));
+}
+
+[[gnu::cold, noreturn]] void throw_dtype_mismatch(const OpDef& op, const ArgPack& args) {
+  // Re-walk the arguments to find the first offender and say exactly what was expected of it.
+  std::array<int, 8> group_first_param{};
+  std::array<int, 8> group_first_list{};
+  std::array<int, 8> group_dtype{};
+  group_dtype.fill(-1);
+  int list_dtype = -1;
+  for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
+    const ParamDef& p = op.params[size_t(param)];
+    if (!p.dtypes.contains(t.dtype()))
+      throw DTypeMismatch(std::string(op.name), param_label(op, param, li), t.dtype(), p.dtypes);
+    if (li >= 0) {
+      if (li == 0) list_dtype = int(t.dtype());
+      else if (int(t.dtype()) != list_dtype)
+        throw DTypeMismatch(std::string(op.name), param_label(op, param, li), t.dtype(), DTypeSet{DType(list_dtype)},
+                            fmt::format("expected {} like `{}`", dtype_name(DType(list_dtype)),
+                                        param_label(op, param, 0)));
+    }
+    if (uint8_t g = p.same_dtype_group) {
+      if (group_dtype[g] < 0) {
+        group_dtype[g] = int(t.dtype());
+        group_first_param[g] = param;
+        group_first_list[g] = li;
+      } else if (group_dtype[g] != int(t.dtype())) {
+        throw DTypeMismatch(std::string(op.name), param_label(op, param, li), t.dtype(), DTypeSet{DType(group_dtype[g])},
+                            fmt::format("expected {} like `{}` (no implicit promotion; cast first)",
+                                        dtype_name(DType(group_dtype[g])),
+                                        param_label(op, group_first_param[g], group_first_list[g])));
+      }
+    }
+  });
+  throw InvalidArgument(std::string(op.name), "", "dtype check failed without an offender");
+}
+
+[[gnu::cold, noreturn]] void throw_tracked_forbidden(const OpDef& op, const ArgPack& args) {
+  for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
+    if (op.params[size_t(param)].grad == GradPolicy::forbidden && detail::is_tracked(t.impl()))
+      throw AutodiffError(std::string(op.name),
+                          fmt::format("{}: input tensor `{}` is tracked by autodiff, but `{}` is not differentiable "
+                                      "there; call detach() first if cutting the gradient is intended",
+                                      op.name, param_label(op, param, li), op.name));
+  });
+  throw AutodiffError(std::string(op.name), "autodiff check failed without an offender");
+}
+
+struct Checked {
+  TargetInfo target;
+  bool record = false;  // a differentiable input is tracked and grad mode is on
+};
+
+// Steps 1-4 of contract section 4. Returns the target; raises the first error in the contract's order.
+inline Checked check_arguments(const OpDef& op, const ArgPack& args) {
+  // The argument pack must match the signature (cheap; the typed API always builds it right).
+  if (args.count != op.num_params) [[unlikely]]
+    throw_structure_error(op, args);
+  for (int i = 0; i < op.num_params; ++i)
+    if (args[i].role != op.params[size_t(i)].role) [[unlikely]]
+      throw_structure_error(op, args);
+
+  Checked out;
+  // 1. The target: the first present tensor argument, or the explicit device of a creation op.
+  bool found = false;
+  bool has_tensor_params = false;
+  for (int i = 0; i < op.num_params && !found; ++i) {
+    const Arg& a = args[i];
+    switch (a.role) {
+      case ParamRole::tensor:
+        has_tensor_params = true;
+        if (!a.tensor->defined()) [[unlikely]]
+          throw_undefined(op, i, -1);
+        out.target = {a.tensor->device(), i, -1};
+        found = true;
+        break;
+      case ParamRole::optional_tensor:
+        has_tensor_params = true;
+        if (a.present) out.target = {a.tensor->device(), i, -1}, found = true;
+        break;
+      case ParamRole::tensor_list:
+        has_tensor_params = true;
+        if (!a.list.empty()) {
+          if (!a.list[0].defined()) [[unlikely]]
+            throw_undefined(op, i, 0);
+          out.target = {a.list[0].device(), i, 0};
+          found = true;
+        }
+        break;
+      default: break;
+    }
+  }
+  if (!found) {
+    if (has_tensor_params || op.has_tensor_params()) throw NoTensorInput(std::string(op.name));
+    for (int i = 0; i < op.num_params; ++i)
+      if (args[i].role == ParamRole::device_attr) {
+        out.target = {args[i].device, i, -1};
+        break;
+      }
+    return out;  // creation ops: nothing else to check here
+  }
+
+  // 2-4 in one pass over the tensors; each failure is re-derived in full by a cold function.
+  const uint16_t target = out.target.device.packed();
+  bool device_ok = true, dtype_ok = true, forbidden_tracked = false, diff_tracked = false;
+  std::array<int8_t, 8> group_dtype;
+  group_dtype.fill(-1);
+  int8_t list_dtype = -1;
+  for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
+    const TensorImpl* impl = t.impl();
+    if (impl == nullptr) [[unlikely]]
+      throw_undefined(op, param, li);
+    const ParamDef& p = op.params[size_t(param)];
+    device_ok &= impl->device.packed() == target;
+    dtype_ok &= p.dtypes.contains(impl->dtype);
+    if (li >= 0) {
+      if (li == 0) list_dtype = int8_t(impl->dtype);
+      dtype_ok &= list_dtype == int8_t(impl->dtype);
+    }
+    if (p.same_dtype_group) {
+      int8_t& g = group_dtype[p.same_dtype_group];
+      if (g < 0) g = int8_t(impl->dtype);
+      dtype_ok &= g == int8_t(impl->dtype);
+    }
+    if (impl->autograd && impl->autograd->tracked()) {
+      forbidden_tracked |= p.grad == GradPolicy::forbidden;
+      diff_tracked |= p.grad == GradPolicy::differentiable;
+    }
+  });
+  if (!device_ok) [[unlikely]]
+    throw_device_mismatch(op, args, out.target);
+  if (!dtype_ok) [[unlikely]]
+    throw_dtype_mismatch(op, args);
+  if (forbidden_tracked) [[unlikely]]
+    throw_tracked_forbidden(op, args);
+  out.record = diff_tracked && t_grad_enabled && op.backward != nullptr;
+  return out;
+}
+
+// The backend that will run the call and the kernel it will use; raises before any side effect.
+struct Plan {
+  Backend* backend;
+  KernelFn kernel;  // nullptr for ops that dispatch runs itself (from_data, to)
+};
+
+constexpr OpId kFromData = op_id("from_data");
+constexpr OpId kTo = op_id("to");
+
+inline Plan plan(OpId id, const OpDef& op, const OutputSpec& spec, const Checked& c) {
+  Backend& b = backend_for(c.target.device);
+  if (id == kTo) {
+    backend_for(spec.device);  // the destination must exist too
+    return {&b, nullptr};
+  }
+  if (id == kFromData) return {&b, nullptr};
+  KernelFn k = b.kernel(id);
+  if (k == nullptr) [[unlikely]]
+    throw Unsupported(std::string(op.name), b.kind(), b.unsupported_reason(id));
+  return {&b, k};
+}
+
+void transfer(const TensorImpl& src, TensorImpl& dst) {
+  if (src.nbytes == 0) return;
+  if (src.device.backend == dst.device.backend) {
+    src.owner->copy(src, dst);
+  } else {
+    std::vector<uint8_t> staging(src.nbytes);
+    src.owner->read(src, staging.data());
+    dst.owner->write(dst, staging.data());
+  }
+  BackendCounters::bump(src.owner->counters().transfers);
+}
+
+void record_node(OpId id, const ArgPack& args, Tensor& out) {
+  auto node = std::make_shared<detail::Node>(id, args, g_nodes_recorded.load(std::memory_order_relaxed));
+  BackendCounters::bump(g_nodes_recorded);
+  node->output = out.impl();
+  TensorImpl* impl = out.impl();
+  if (!impl->autograd) impl->autograd = new AutogradMeta();
+  impl->autograd->grad_fn = std::move(node);
+}
+
+}  // namespace
+
+namespace detail {
+Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(seq) {
+  const OpDef& def = op_def(id);
+  inputs.reserve(size_t(count_input_slots(def, call_args)));
+  for (int i = 0; i < def.num_params; ++i) {
+    const Arg& a = call_args[i];
+    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
+      inputs.push_back(*a.tensor);
+    } else if (a.role == ParamRole::tensor_list) {
+      for (const Tensor& t : a.list) inputs.push_back(t);
+    } else if (a.role == ParamRole::int_list_attr) {
+      int_lists.emplace_back(a.ints.begin(), a.ints.end());
+    }
+  }
+  // Re-point the views at the owned copies (the vectors above no longer grow).
+  args = call_args;
+  size_t slot = 0, list = 0;
+  for (int i = 0; i < def.num_params; ++i) {
+    Arg& a = args.args[size_t(i)];
+    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
+      a.tensor = &inputs[slot++];
+    } else if (a.role == ParamRole::tensor_list) {
+      a.list = std::span<const Tensor>(inputs.data() + slot, a.list.size());
+      slot += a.list.size();
+    } else if (a.role == ParamRole::int_list_attr) {
+      a.ints = int_lists[list++];
+    } else if (a.role == ParamRole::bytes_attr) {
+      a.bytes = {};  // no differentiable op takes bytes
+    }
+  }
+  needs.resize(inputs.size());
+  slot = 0;
+  for (int i = 0; i < def.num_params; ++i) {
+    const ParamDef& p = def.params[size_t(i)];
+    auto mark = [&](const Tensor& t) {
+      needs[slot++] = p.grad == GradPolicy::differentiable && is_tracked(t.impl());
+    };
+    const Arg& a = args[i];
+    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) mark(*a.tensor);
+    else if (a.role == ParamRole::tensor_list)
+      for (const Tensor& t : a.list) mark(t);
+  }
+}
+}  // namespace detail
+
+OutputSpec validate(OpId id, const ArgPack& args) {
+  const OpDef& op = op_def(id);
+  Checked c = check_arguments(op, args);
+  OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5. shape and attributes
+  plan(id, op, spec, c);
+  return spec;
+}
+
+Tensor call(OpId id, const ArgPack& args) {
+  const OpDef& op = op_def(id);
+  const Checked c = check_arguments(op, args);                             // 1-4
+  const OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5
+  const Plan p = plan(id, op, spec, c);
+  // Validation is over: from here on, side effects.
+  Backend& out_backend = id == kTo ? backend(spec.device.backend) : *p.backend;
+  Tensor out(out_backend.allocate(spec.device, spec.dtype, spec.shape, op.name));
+  if (p.kernel != nullptr) {
+    p.backend->launch(p.kernel, KernelCall{op, id, args, *out.impl()});
+  } else if (id == kFromData) {
+    if (out.impl()->nbytes) p.backend->write(*out.impl(), args[0].bytes.data());
+    BackendCounters::bump(p.backend->counters().transfers);
+  } else {
+    transfer(*args[0].tensor->impl(), *out.impl());
+  }
+  if (c.record) record_node(id, args, out);
+  return out;
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+uint64_t autodiff_nodes_recorded() { return g_nodes_recorded.load(std::memory_order_relaxed); }
+
+std::string_view param_role_name(ParamRole r) {
+  switch (r) {
+    case ParamRole::tensor: return "tensor";
+    case ParamRole::optional_tensor: return "optional tensor";
+    case ParamRole::tensor_list: return "tensor list";
+    case ParamRole::int_attr: return "integer";
+    case ParamRole::optional_int_attr: return "optional integer";
+    case ParamRole::float_attr: return "float";
+    case ParamRole::bool_attr: return "bool";
+    case ParamRole::int_list_attr: return "integer list";
+    case ParamRole::dtype_attr: return "dtype";
+    case ParamRole::device_attr: return "device";
+    case ParamRole::bytes_attr: return "bytes";
+  }
+  return "?";
+}
+
+}  // namespace crossfire

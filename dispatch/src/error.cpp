@@ -1,0 +1,92 @@
+#include "crossfire/error.hpp"
+
+#include <fmt/format.h>
+
+namespace crossfire {
+
+std::string_view error_kind_name(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::backend_unavailable: return "BackendUnavailable";
+    case ErrorKind::no_tensor_input: return "NoTensorInput";
+    case ErrorKind::device_mismatch: return "DeviceMismatch";
+    case ErrorKind::dtype_mismatch: return "DTypeMismatch";
+    case ErrorKind::autodiff: return "AutodiffError";
+    case ErrorKind::shape: return "ShapeError";
+    case ErrorKind::invalid_argument: return "InvalidArgument";
+    case ErrorKind::unsupported: return "Unsupported";
+    case ErrorKind::out_of_memory: return "OutOfMemory";
+    case ErrorKind::backend_failure: return "BackendFailure";
+    case ErrorKind::parse: return "ParseError";
+  }
+  return "Error";
+}
+
+BackendUnavailable::BackendUnavailable(BackendKind b, std::string r)
+    : Error(ErrorKind::backend_unavailable, "", fmt::format("{}: unavailable: {}", backend_name(b), r)),
+      backend(b),
+      reason(std::move(r)) {}
+
+NoTensorInput::NoTensorInput(std::string op)
+    : Error(ErrorKind::no_tensor_input, op,
+            fmt::format("{}: no tensor input: the op takes tensors but none was given, so it has no device to run on",
+                        op)) {}
+
+namespace {
+std::string device_mismatch_message(const std::string& op, Device target, const std::string& from,
+                                    const std::vector<DeviceOffender>& offenders) {
+  auto what = [](const DeviceOffender& o) { return o.wrong_backend ? "wrong backend" : "wrong device index"; };
+  if (offenders.size() == 1) {
+    const DeviceOffender& o = offenders[0];
+    return fmt::format("{}: input tensor `{}` is on the {}: expected {} (from `{}`), got {}", op, o.param,
+                       o.wrong_backend ? "wrong backend" : "wrong device", target.str(), from, o.device.str());
+  }
+  bool any_backend = false;
+  for (const auto& o : offenders) any_backend |= o.wrong_backend;
+  std::string m = fmt::format("{}: {} input tensors are on the wrong {} (expected {}, from `{}`):", op,
+                              offenders.size(), any_backend ? "device" : "device", target.str(), from);
+  for (const auto& o : offenders) m += fmt::format("\n  `{}` is on {} ({})", o.param, o.device.str(), what(o));
+  return m;
+}
+}  // namespace
+
+DeviceMismatch::DeviceMismatch(std::string op, Device t, std::string from, std::vector<DeviceOffender> offs)
+    : Error(ErrorKind::device_mismatch, op, device_mismatch_message(op, t, from, offs)),
+      target(t),
+      target_from(std::move(from)),
+      offenders(std::move(offs)) {}
+
+DTypeMismatch::DTypeMismatch(std::string op, std::string p, DType g, DTypeSet acc, std::string detail)
+    : Error(ErrorKind::dtype_mismatch, op,
+            detail.empty() ? fmt::format("{}: input tensor `{}` has dtype {}, expected {}", op, p, dtype_name(g),
+                                         acc.str())
+                           : fmt::format("{}: input tensor `{}` has dtype {}, {}", op, p, dtype_name(g), detail)),
+      param(std::move(p)),
+      got(g),
+      accepted(acc) {}
+
+ShapeError::ShapeError(std::string op, std::string p, std::string message)
+    : Error(ErrorKind::shape, op, fmt::format("{}: `{}`: {}", op, p, message)), param(std::move(p)) {}
+
+InvalidArgument::InvalidArgument(std::string op, std::string p, std::string message)
+    : Error(ErrorKind::invalid_argument, op,
+            p.empty() ? fmt::format("{}: {}", op, message) : fmt::format("{}: `{}`: {}", op, p, message)),
+      param(std::move(p)) {}
+
+Unsupported::Unsupported(std::string op, BackendKind b, std::string reason)
+    : Error(ErrorKind::unsupported, op, fmt::format("{}: unsupported on {}: {}", op, backend_name(b), reason)),
+      backend(b) {}
+
+OutOfMemory::OutOfMemory(std::string op, Device d, size_t n, std::string detail)
+    : Error(ErrorKind::out_of_memory, op,
+            fmt::format("{}: out of memory on {} allocating {} bytes{}{}", op, d.str(), n, detail.empty() ? "" : ": ",
+                        detail)),
+      device(d),
+      bytes(n) {}
+
+BackendFailure::BackendFailure(std::string op, Device d, std::string message)
+    : Error(ErrorKind::backend_failure, op, fmt::format("{}: {} failed: {}", op, d.str(), message)), device(d) {}
+
+ParseError::ParseError(std::string where, int l, int c, std::string message)
+    : Error(ErrorKind::parse, "", fmt::format("{}:{}:{}: {}", where, l, c, message)), line(l), column(c) {}
+
+}  // namespace crossfire

@@ -1,0 +1,80 @@
+#include "crossfire/tensor.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "autograd_meta.hpp"
+#include "crossfire/backend.hpp"
+#include "crossfire/dispatch.hpp"
+#include "crossfire/error.hpp"
+#include "crossfire/ops.hpp"
+
+namespace crossfire {
+
+void release_tensor_impl(TensorImpl* impl) {
+  delete impl->autograd;
+  impl->autograd = nullptr;
+  impl->owner->release(impl);
+}
+
+bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+bool Tensor::tracked() const { return impl_ && detail::is_tracked(impl_); }
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (!impl_) throw AutodiffError("requires_grad", "undefined tensor");
+  if (on && impl_->dtype != DType::f32)
+    throw AutodiffError("requires_grad", fmt::format("only f32 tensors can require gradients; this tensor is {}",
+                                                     dtype_name(impl_->dtype)));
+  if (impl_->autograd && impl_->autograd->grad_fn)
+    throw AutodiffError("requires_grad",
+                        "only leaf tensors can be marked; this tensor is the result of a tracked op (detach it first)");
+  if (!impl_->autograd) {
+    if (!on) return *this;
+    impl_->autograd = new AutogradMeta();
+  }
+  impl_->autograd->requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor(); }
+
+void Tensor::zero_grad() {
+  if (impl_ && impl_->autograd) impl_->autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const {
+  NoGradGuard guard;
+  return to(*this, device());
+}
+
+std::vector<uint8_t> Tensor::to_host_bytes() const {
+  if (!impl_) throw InvalidArgument("to_host", "", "undefined tensor");
+  std::vector<uint8_t> out(impl_->nbytes);
+  if (impl_->nbytes) impl_->owner->read(*impl_, out.data());
+  return out;
+}
+
+namespace {
+template <class T>
+std::vector<T> typed_copy(const Tensor& t, DType want, const char* fn) {
+  if (t.dtype() != want)
+    throw DTypeMismatch(fn, "self", t.dtype(), DTypeSet{want});
+  std::vector<uint8_t> bytes = t.to_host_bytes();
+  std::vector<T> out(size_t(t.numel()));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+}  // namespace
+
+std::vector<float> Tensor::to_f32() const { return typed_copy<float>(*this, DType::f32, "to_f32"); }
+std::vector<int32_t> Tensor::to_i32() const { return typed_copy<int32_t>(*this, DType::i32, "to_i32"); }
+std::vector<uint8_t> Tensor::to_bool() const { return typed_copy<uint8_t>(*this, DType::boolean, "to_bool"); }
+
+std::string Tensor::str() const {
+  if (!impl_) return "Tensor(undefined)";
+  return fmt::format("Tensor({}, {}, {}{})", device().str(), dtype_name(dtype()), shape().str(),
+                     tracked() ? ", tracked" : "");
+}
+
+}  // namespace crossfire

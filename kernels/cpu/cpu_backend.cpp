@@ -1,0 +1,77 @@
+#include "cpu_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "crossfire/error.hpp"
+
+namespace crossfire {
+namespace cpu {
+
+namespace {
+int devices_from_env() {
+  const char* v = std::getenv(kDevicesEnv);
+  if (v == nullptr || *v == 0) return kDefaultDevices;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != 0 || n < 1 || n > 16) {
+    fmt::print(stderr, "crossfire: ignoring {}={} (want 1..16); using {}\n", kDevicesEnv, v, kDefaultDevices);
+    return kDefaultDevices;
+  }
+  return int(n);
+}
+
+// Header and data in one block (Note [One allocation per tensor]); data is 64-byte aligned for Eigen and SIMD.
+constexpr size_t kAlign = 64;
+constexpr size_t kHeader = (sizeof(TensorImpl) + kAlign - 1) / kAlign * kAlign;
+}  // namespace
+
+CpuBackend::CpuBackend() : devices_(devices_from_env()) {
+  register_kernels(*this);
+}
+
+DeviceInfo CpuBackend::device_info(int index) const {
+  return {Device::cpu(index),
+          fmt::format("host (logical device {} of {}, {} hardware threads)", index, devices_,
+                      std::thread::hardware_concurrency()),
+          "cpu", "crossfire cpu backend (Eigen)"};
+}
+
+TensorImpl* CpuBackend::allocate(Device device, DType dtype, const Shape& shape, std::string_view op) {
+  const int64_t numel = shape.numel();
+  const size_t nbytes = size_t(numel) * dtype_size(dtype);
+  void* block = ::operator new(kHeader + nbytes, std::align_val_t(kAlign), std::nothrow);
+  if (block == nullptr) throw OutOfMemory(std::string(op), device, nbytes);
+  auto* t = new (block) TensorImpl();
+  t->device = device;
+  t->dtype = dtype;
+  t->shape = shape;
+  t->numel = numel;
+  t->nbytes = nbytes;
+  t->owner = this;
+  t->data = static_cast<char*>(block) + kHeader;
+  BackendCounters::bump(counters_.allocations);
+  BackendCounters::bump(counters_.bytes_allocated, nbytes);
+  return t;
+}
+
+void CpuBackend::release(TensorImpl* t) {
+  BackendCounters::bump(counters_.releases);
+  t->~TensorImpl();
+  ::operator delete(static_cast<void*>(t), std::align_val_t(kAlign));
+}
+
+void CpuBackend::write(TensorImpl& t, const void* src) { std::memcpy(t.data, src, t.nbytes); }
+void CpuBackend::read(const TensorImpl& t, void* dst) { std::memcpy(dst, t.data, t.nbytes); }
+void CpuBackend::copy(const TensorImpl& src, TensorImpl& dst) { std::memcpy(dst.data, src.data, src.nbytes); }
+
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+
+}  // namespace crossfire
