@@ -255,12 +255,14 @@ inline constexpr auto kOpTable = [] {
        "A tensor holding `data` (raw little-endian values of dtype; bool is one byte 0/1).",
        Attr("data", R::bytes_attr), kShape, kDTypeAttr, kDeviceAttr),
     op("rand", OpFamily::creation, rules::random, nullptr, kExact,
-       "Uniform f32 in [0, 1) from Philox4x32-10: element i uses counter i/4, word i%4, key = seed; "
-       "value = (word >> 8) * 2^-24. Bit-identical on every backend.",
+       "Uniform f32 in [0, 1) from Philox4x32-10 (Salmon et al. 2011): element i takes word i%4 of the block "
+       "for counter (lo32(i/4), hi32(i/4), 0, 0) and key (lo32(seed), hi32(seed)); value = (word >> 8) * 2^-24. "
+       "Bit-identical on every backend.",
        kShape, Attr("seed", R::int_attr), kDeviceAttr),
     op("randn", OpFamily::creation, rules::random, nullptr, kTranscendental,
-       "Standard normal f32 by Box-Muller on the rand stream: element 2j and 2j+1 use uniforms u1 = (rand[2j]+2^-25), "
-       "u2 = rand[2j+1]; r = sqrt(-2 log u1); out = r cos(2 pi u2), r sin(2 pi u2).",
+       "Standard normal f32 by Box-Muller on rand's Philox words w: elements 2j and 2j+1 use u1 = ((w[2j] >> 8) + 0.5) "
+       "* 2^-24 and u2 = (w[2j+1] >> 8) * 2^-24; r = sqrt(-2 ln u1); out[2j] = r cos(2 pi u2), out[2j+1] = "
+       "r sin(2 pi u2) (an odd last element takes the cos).",
        kShape, Attr("seed", R::int_attr), kDeviceAttr),
 
     // ---- unary ---------------------------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ inline constexpr auto kOpTable = [] {
     unary("sqrt", kFloat, bw::sqrt, kOneRounding, "Square root; domain x >= 0.", D::non_negative),
     unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
     unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
-    unary("relu", kFloat, bw::relu, kExact, "max(x, 0)."),
+    unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN)."),
 
     // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
     binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),
@@ -279,8 +281,8 @@ inline constexpr auto kOpTable = [] {
     binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
     binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
     binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
-    binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max."),
-    binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min."),
+    binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN."),
+    binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN."),
 
     // ---- compare and logic: bool out ----------------------------------------------------------------------------
     compare("eq", kAnyDType, "lhs == rhs."),
@@ -308,9 +310,9 @@ inline constexpr auto kOpTable = [] {
     reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps)."),
     reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean."),
     reduction("max", kNumeric, rules::reduce, bw::max, kExact,
-              "Maximum; the gradient goes to the first maximal element."),
+              "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's)."),
     reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
-              "i32 index of the first maximal element (over all elements: the flat index)."),
+              "i32 index of the first maximal element, or of the first NaN if any (over all elements: the flat index)."),
 
     op("matmul", OpFamily::matmul, rules::matmul, bw::matmul, kReduction,
        "[..., m, k] x [..., k, n] -> [..., m, n]; both rank >= 2; batch dims broadcast.",
@@ -331,7 +333,8 @@ inline constexpr auto kOpTable = [] {
        "Concatenates along axis; all tensors share dtype and every other dim.",
        ParamDef{"tensors", R::tensor_list, kAnyDType, 0, G::differentiable, D::any}, kAxis),
     op("index_select", OpFamily::index_select, rules::index_select, bw::index_select, kExact,
-       "Picks entries index[j] along axis; index is 1-D i32 with values in [0, dim) (else InvalidArgument).",
+       "Picks entries index[j] along axis; index is 1-D i32 with values in [0, dim). An index out of range is "
+       "found by the kernel (it is data, not metadata) and raises InvalidArgument after the output was allocated.",
        T("x", kAnyDType), kAxis, T("index", kInt, G::constant, D::index)),
 
     // ---- nn --------------------------------------------------------------------------------------------------------

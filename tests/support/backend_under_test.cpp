@@ -1,0 +1,45 @@
+#include "support/backend_under_test.hpp"
+
+#include <fmt/format.h>
+
+#include "reference/reference.hpp"
+
+namespace crossfire::testing {
+
+BackendKind parse_backend_kind(std::string_view n) {
+  for (BackendKind k : kAllBackendKinds)
+    if (backend_name(k) == n) return k;
+  return BackendKind::cpu;
+}
+
+std::optional<Device> device_of(BackendKind k, int index, std::string* why) {
+  Backend& b = backend(k);
+  if (b.device_count() == 0) {
+    if (why) *why = fmt::format("{}: unavailable: {}", backend_name(k), b.unavailable_reason());
+    return std::nullopt;
+  }
+  if (index >= b.device_count()) {
+    if (why)
+      *why = fmt::format("{} has {} device(s); this test needs {}:{}", backend_name(k), b.device_count(),
+                         backend_name(k), index);
+    return std::nullopt;
+  }
+  return Device{k, uint8_t(index)};
+}
+
+std::optional<Device> device_not_of(BackendKind other) {
+  for (BackendKind k : kAllBackendKinds)
+    if (k != other && backend(k).device_count() > 0) return Device{k, 0};
+  return std::nullopt;
+}
+
+WorldSnapshot snapshot_world() {
+  WorldSnapshot w;
+  for (BackendKind k : kAllBackendKinds) w.backends.push_back(backend(k).snapshot());
+  w.autodiff_nodes = autodiff_nodes_recorded();
+  return w;
+}
+
+std::vector<double> values_of(const Tensor& t) { return reference::RefTensor::from(t).values; }
+
+}  // namespace crossfire::testing
