@@ -1,0 +1,295 @@
+// Contract section 4: DeviceMismatch is exact. For EVERY op in the op table with tensor parameters and EVERY
+// tensor argument position (position 0, list elements and the optional bias included), an argument moved to
+// another device is blamed completely and precisely, for both kinds of mismatch (another backend, another index
+// of the same backend), with tracked and untracked inputs; and nothing changes.
+//
+// Device checks come before dtype and shape checks, so the calls built here need only the right parameter roles:
+// a call whose shapes would be invalid must still raise DeviceMismatch first. The no-false-positive half checks
+// that the same calls with every argument on one device never raise DeviceMismatch.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "support/backend_under_test.hpp"
+
+namespace crossfire {
+namespace {
+
+using testing::snapshot_world;
+using testing::WorldSnapshot;
+
+// One tensor argument position: (parameter, element of a list or -1).
+struct Slot {
+  int param;
+  int list_index;
+  std::string label;
+};
+
+// A call to `op` with every argument owned here. Tensors are small f32/i32/bool vectors of the first dtype the
+// parameter accepts, made with from_data (which needs no kernel on any backend).
+class OwnedCall {
+ public:
+  OwnedCall(const OpDef& op, Device d, int list_len, bool tracked) : op_(op) {
+    tensors_.reserve(64);
+    ints_.reserve(8);
+    for (int i = 0; i < op.num_params; ++i) {
+      const ParamDef& p = op.params[size_t(i)];
+      switch (p.role) {
+        case ParamRole::tensor:
+        case ParamRole::optional_tensor:
+          slots_.push_back({i, -1, std::string(p.name)});
+          first_of_param_.push_back(int(tensors_.size()));
+          tensors_.push_back(make(p, d, tracked));
+          break;
+        case ParamRole::tensor_list:
+          first_of_param_.push_back(int(tensors_.size()));
+          for (int j = 0; j < list_len; ++j) {
+            slots_.push_back({i, j, fmt::format("{}[{}]", p.name, j)});
+            tensors_.push_back(make(p, d, tracked));
+          }
+          break;
+        default: first_of_param_.push_back(-1); break;
+      }
+    }
+    list_len_ = list_len;
+  }
+
+  ArgPack pack() const {
+    ArgPack a;
+    for (int i = 0; i < op_.num_params; ++i) {
+      const ParamDef& p = op_.params[size_t(i)];
+      switch (p.role) {
+        case ParamRole::tensor: a.push(Arg::of(tensors_[size_t(first_of_param_[size_t(i)])])); break;
+        case ParamRole::optional_tensor: a.push(Arg::optional(&tensors_[size_t(first_of_param_[size_t(i)])])); break;
+        case ParamRole::tensor_list:
+          a.push(Arg::of(std::span<const Tensor>(tensors_.data() + first_of_param_[size_t(i)], size_t(list_len_))));
+          break;
+        case ParamRole::int_attr: a.push(Arg::integer(0)); break;
+        case ParamRole::optional_int_attr: a.push(Arg::optional_integer(false, 0)); break;
+        case ParamRole::float_attr: a.push(Arg::scalar(1.0)); break;
+        case ParamRole::bool_attr: a.push(Arg::flag(false)); break;
+        case ParamRole::int_list_attr: a.push(Arg::of(IntList(kPair))); break;
+        case ParamRole::dtype_attr: a.push(Arg::of(DType::f32)); break;
+        case ParamRole::device_attr: a.push(Arg::of(Device::cpu(0))); break;
+        case ParamRole::bytes_attr: a.push(Arg::of(std::span<const uint8_t>())); break;
+      }
+    }
+    return a;
+  }
+
+  const std::vector<Slot>& slots() const { return slots_; }
+  Tensor& tensor_at(size_t slot) { return tensors_[slot]; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+
+ private:
+  static Tensor make(const ParamDef& p, Device d, bool tracked) {
+    DType dt = DType::f32;
+    for (DType c : kAllDTypes)
+      if (p.dtypes.contains(c)) {
+        dt = c;
+        break;
+      }
+    std::vector<uint8_t> bytes(2 * dtype_size(dt), 0);
+    if (dt != DType::boolean) {
+      float one = 1.5f;  // any bit pattern will do; these tensors are never read by a kernel here
+      std::memcpy(bytes.data(), &one, 4);
+    }
+    Tensor t = from_bytes(bytes, {2}, dt, d);
+    if (tracked && dt == DType::f32 && p.grad != GradPolicy::forbidden) t.set_requires_grad();
+    return t;
+  }
+
+  static constexpr std::array<int64_t, 2> kPair{1, 1};
+  const OpDef& op_;
+  std::vector<Tensor> tensors_;
+  std::vector<int> first_of_param_;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<int64_t>> ints_;
+  int list_len_ = 0;
+};
+
+std::vector<std::vector<uint8_t>> contents(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const Tensor& t : ts) out.push_back(t.to_host_bytes());
+  return out;
+}
+
+// The devices an argument can be moved to: another index of the same backend, and another backend.
+std::vector<Device> odd_devices(Device d) {
+  std::vector<Device> out;
+  if (backend(d.backend).device_count() > 1) out.push_back(Device{d.backend, uint8_t(d.index == 0 ? 1 : 0)});
+  for (BackendKind k : kAllBackendKinds)
+    if (k != d.backend && backend(k).device_count() > 0) out.push_back(Device{k, 0});
+  return out;
+}
+
+std::vector<OpId> ops_with_tensor_params() {
+  std::vector<OpId> out;
+  for (int i = 0; i < kNumOps; ++i)
+    if (kOpTable[size_t(i)].has_tensor_params()) out.push_back(OpId(i));
+  return out;
+}
+
+class DeviceMismatchExactness : public ::testing::TestWithParam<OpId> {};
+
+// Moves each tensor argument in turn to each odd device and checks the error field by field.
+void check_each_position(OpId id, Device d, bool tracked) {
+  const OpDef& op = op_def(id);
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "this machine has only one device (" << d.str() << "): no mismatch is possible";
+  for (Device other : odd) {
+    OwnedCall probe(op, d, 3, tracked);
+    for (size_t s = 0; s < probe.slots().size(); ++s) {
+      SCOPED_TRACE(fmt::format("{}: `{}` moved to {} ({})", op.name, probe.slots()[s].label, other.str(),
+                               tracked ? "tracked" : "untracked"));
+      OwnedCall c(op, d, 3, tracked);
+      c.tensor_at(s) = OwnedCall(op, other, 3, tracked).tensor_at(s);
+      const std::vector<Slot>& slots = c.slots();
+      // Expected: when the moved argument is the first (the target's source), every other argument is blamed.
+      Device target = s == 0 ? other : d;
+      std::vector<DeviceOffender> expected;
+      for (size_t k = 0; k < slots.size(); ++k) {
+        bool offends = s == 0 ? k != 0 : k == s;
+        if (offends) {
+          Device dk = k == s ? other : d;
+          expected.push_back({slots[k].label, slots[k].param, slots[k].list_index, dk, dk.backend != target.backend});
+        }
+      }
+      auto before_values = contents(c.tensors());
+      WorldSnapshot before = snapshot_world();
+      try {
+        call(id, c.pack());
+        ADD_FAILURE() << "no error raised";
+      } catch (const DeviceMismatch& e) {
+        EXPECT_EQ(e.op(), op.name);
+        EXPECT_EQ(e.target, target);
+        EXPECT_EQ(e.target_from, slots[0].label);
+        EXPECT_EQ(e.offenders, expected);
+        std::string msg = e.what();
+        for (const DeviceOffender& o : expected) {
+          EXPECT_NE(msg.find("`" + o.param + "`"), std::string::npos) << msg;
+          EXPECT_NE(msg.find(o.wrong_backend ? "wrong backend" : (expected.size() == 1 ? "wrong device" : "wrong device index")),
+                    std::string::npos)
+              << msg;
+        }
+      } catch (const Error& e) {
+        ADD_FAILURE() << "expected DeviceMismatch, got " << error_kind_name(e.kind()) << ": " << e.what();
+      }
+      EXPECT_EQ(before, snapshot_world()) << "an error must leave counters and the autodiff tape unchanged";
+      EXPECT_EQ(before_values, contents(c.tensors())) << "an error must not change any input";
+    }
+  }
+}
+
+TEST_P(DeviceMismatchExactness, EveryPositionUntracked) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  check_each_position(GetParam(), d, false);
+}
+
+TEST_P(DeviceMismatchExactness, EveryPositionTracked) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  check_each_position(GetParam(), d, true);
+}
+
+TEST_P(DeviceMismatchExactness, EveryOtherPositionAtOnceIsBlamedInSignatureOrder) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  const OpDef& op = op_def(GetParam());
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "only one device on this machine";
+  OwnedCall c(op, d, 4, false);
+  std::vector<DeviceOffender> expected;
+  for (size_t s = 1; s < c.slots().size(); s += 2) {
+    Device dk = odd[(s / 2) % odd.size()];  // alternate kinds of mismatch when there are several
+    c.tensor_at(s) = OwnedCall(op, dk, 4, false).tensor_at(s);
+    expected.push_back({c.slots()[s].label, c.slots()[s].param, c.slots()[s].list_index, dk, dk.backend != d.backend});
+  }
+  if (expected.empty()) GTEST_SKIP() << op.name << " has a single tensor argument";
+  WorldSnapshot before = snapshot_world();
+  try {
+    call(GetParam(), c.pack());
+    ADD_FAILURE() << "no error raised";
+  } catch (const DeviceMismatch& e) {
+    EXPECT_EQ(e.target, d);
+    EXPECT_EQ(e.offenders, expected);
+  }
+  EXPECT_EQ(before, snapshot_world());
+}
+
+TEST_P(DeviceMismatchExactness, NoFalsePositiveWhenEveryArgumentSharesOneDevice) {
+  for (int idx = 0; idx < 2; ++idx) {
+    std::string why;
+    auto d = testing::device_under_test(idx, &why);
+    if (!d) continue;
+    for (bool tracked : {false, true}) {
+      OwnedCall c(op_def(GetParam()), *d, 3, tracked);
+      try {
+        call(GetParam(), c.pack());
+      } catch (const DeviceMismatch& e) {
+        ADD_FAILURE() << "false positive on " << d->str() << ": " << e.what();
+      } catch (const Error&) {
+        // Shapes/attributes here are arbitrary; any other error is fine. Only DeviceMismatch would be wrong.
+      }
+    }
+  }
+}
+
+TEST_P(DeviceMismatchExactness, AbsentOptionalArgumentsAreNeverBlamed) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  const OpDef& op = op_def(GetParam());
+  int optional = -1;
+  for (int i = 0; i < op.num_params; ++i)
+    if (op.params[size_t(i)].role == ParamRole::optional_tensor) optional = i;
+  if (optional < 0) GTEST_SKIP() << op.name << " has no optional tensor parameter";
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "only one device on this machine";
+  OwnedCall c(op, d, 2, false);
+  ArgPack p = c.pack();
+  p.args[size_t(optional)] = Arg::optional(nullptr);
+  try {
+    call(GetParam(), p);
+  } catch (const DeviceMismatch& e) {
+    ADD_FAILURE() << "absent `" << op.params[size_t(optional)].name << "` was blamed: " << e.what();
+  } catch (const Error&) {
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, DeviceMismatchExactness, ::testing::ValuesIn(ops_with_tensor_params()),
+                         [](const ::testing::TestParamInfo<OpId>& info) {
+                           return std::string(op_def(info.param).name);
+                         });
+
+TEST(DeviceMismatchMessages, MatchTheContractShape) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "only one device on this machine";
+  for (Device other : odd) {
+    Tensor a = from_data({1.f}, {1}, d), b = from_data({1.f}, {1}, other);
+    try {
+      add(a, b);
+      FAIL();
+    } catch (const DeviceMismatch& e) {
+      bool backend_differs = other.backend != d.backend;
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("add: input tensor `rhs` is on the wrong {}: expected {} (from `lhs`), got {}",
+                            backend_differs ? "backend" : "device", d.str(), other.str()));
+    }
+  }
+  // Several offenders: one line, then one line per offender, each saying which kind of mismatch it is.
+  std::vector<Tensor> ts;
+  for (int i = 0; i < 4; ++i) ts.push_back(from_data({1.f}, {1}, i % 2 == 1 ? odd[size_t(i / 2) % odd.size()] : d));
+  try {
+    cat(ts, 0);
+    FAIL();
+  } catch (const DeviceMismatch& e) {
+    std::string want = fmt::format("cat: 2 input tensors are on the wrong device (expected {}, from `tensors[0]`):", d.str());
+    for (int i : {1, 3}) {
+      Device o = odd[size_t(i / 2) % odd.size()];
+      want += fmt::format("\n  `tensors[{}]` is on {} ({})", i, o.str(),
+                          o.backend != d.backend ? "wrong backend" : "wrong device index");
+    }
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+}
+
+}  // namespace
+}  // namespace crossfire

@@ -1,0 +1,182 @@
+// Contract section 4's order of precedence and section 7's bad input: every check raises its typed error, naming
+// the op and the argument, before any side effect.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "support/backend_under_test.hpp"
+
+namespace crossfire {
+namespace {
+
+using testing::snapshot_world;
+using testing::WorldSnapshot;
+
+// Runs f, expects error type E, and checks that the world did not change.
+template <class E, class F>
+E expect_clean_error(F&& f) {
+  WorldSnapshot before = snapshot_world();
+  try {
+    f();
+  } catch (const E& e) {
+    EXPECT_EQ(before, snapshot_world()) << "side effect before " << e.what();
+    return e;
+  } catch (const Error& e) {
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", got " << error_kind_name(e.kind()) << ": " << e.what();
+    throw;
+  }
+  ADD_FAILURE() << "no error raised";
+  throw std::runtime_error("no error");
+}
+
+class Validation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto d = testing::device_under_test(0, &why);
+    if (!d) GTEST_SKIP() << why;
+    d0 = *d;
+  }
+  Tensor f32(std::initializer_list<int64_t> shape, Device d) {
+    std::vector<float> v(size_t(Shape(shape).numel()), 1.f);
+    return from_data(std::span<const float>(v), IntList(shape), d);
+  }
+  Tensor i32(std::initializer_list<int64_t> shape, Device d) {
+    std::vector<int32_t> v(size_t(Shape(shape).numel()), 1);
+    return from_data(std::span<const int32_t>(v), IntList(shape), d);
+  }
+  Device d0;
+};
+
+TEST_F(Validation, DeviceBeatsDTypeBeatsAutodiffBeatsShape) {
+  std::vector<Device> others;
+  if (backend(d0.backend).device_count() > 1) others.push_back(Device{d0.backend, 1});
+  if (auto o = testing::other_backend_device()) others.push_back(*o);
+  for (Device other : others) {
+    // rhs is on another device AND has the wrong dtype AND the wrong shape: the device wins.
+    Tensor a = f32({2}, d0), b = i32({3}, other);
+    expect_clean_error<DeviceMismatch>([&] { add(a, b); });
+  }
+  // Wrong dtype and wrong shape: the dtype wins.
+  Tensor a = f32({2}, d0), b = i32({3}, d0);
+  DTypeMismatch e = expect_clean_error<DTypeMismatch>([&] { add(a, b); });
+  EXPECT_EQ(e.param, "rhs");
+  EXPECT_EQ(e.got, DType::i32);
+  // A tracked input where the op forbids it, with a bad attribute: autodiff wins over the attribute check.
+  Tensor t = f32({2}, d0);
+  t.set_requires_grad();
+  ArgPack bad_cast(Arg::of(t), Arg::of(DType::f32));
+  expect_clean_error<AutodiffError>([&] { call(ids::cast_id, bad_cast); });
+}
+
+TEST_F(Validation, DTypeErrorsNameTheArgument) {
+  Tensor f = f32({2}, d0), i = i32({2}, d0);
+  EXPECT_EQ(expect_clean_error<DTypeMismatch>([&] { logical_and(f, f); }).param, "lhs");
+  EXPECT_EQ(expect_clean_error<DTypeMismatch>([&] { exp(i); }).param, "x");
+  EXPECT_EQ(expect_clean_error<DTypeMismatch>([&] { matmul(f, i); }).param, "rhs");
+  std::vector<Tensor> mixed{f, f, i};
+  DTypeMismatch e = expect_clean_error<DTypeMismatch>([&] { cat(mixed, 0); });
+  EXPECT_EQ(e.param, "tensors[2]");
+  Tensor w = f32({1, 1, 1, 1}, d0), bias = i32({1}, d0);
+  EXPECT_EQ(expect_clean_error<DTypeMismatch>([&] { conv2d(f, w, &bias, {1, 1}, {0, 0}); }).param, "bias");
+  EXPECT_EQ(expect_clean_error<DTypeMismatch>([&] { index_select(f, 0, f); }).param, "index");
+}
+
+TEST_F(Validation, TrackedInputOfANonDifferentiableParameterIsAnAutodiffError) {
+  Tensor t = f32({2}, d0);
+  t.set_requires_grad();
+  AutodiffError e = expect_clean_error<AutodiffError>([&] { cast(t, DType::i32); });
+  EXPECT_NE(std::string(e.what()).find("`x`"), std::string::npos) << e.what();
+  // Comparisons take tracked inputs as constants: no error, untracked result.
+  Tensor u = f32({2}, d0);
+  try {
+    Tensor r = lt(t, u);
+    EXPECT_FALSE(r.tracked());
+  } catch (const Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+}
+
+TEST_F(Validation, RequiresGradOnlyForF32) {
+  Tensor i = i32({2}, d0);
+  EXPECT_THROW(i.set_requires_grad(), AutodiffError);
+  EXPECT_FALSE(i.tracked());
+}
+
+TEST_F(Validation, ShapeAndAttributeErrorsNameTheArgument) {
+  Tensor a = f32({2, 3}, d0), b = f32({4}, d0);
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { add(a, b); }).param, "rhs");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { matmul(a, a); }).param, "rhs");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { sum(a, 2); }).param, "axis");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { sum(a, -3); }).param, "axis");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { reshape(a, {4}); }).param, "shape");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { reshape(a, {-1, -1}); }).param, "shape");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { permute(a, {0, 0}); }).param, "dims");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { slice(a, {0, 0}, {3, 3}, {1, 1}); }).param, "stops");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { slice(a, {0, -1}, {2, 3}, {1, 1}); }).param, "starts");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { slice(a, {0, 0}, {2, 3}, {1, 0}); }).param, "steps");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { expand(a, {3, 3}); }).param, "shape");
+  std::vector<Tensor> ragged{a, b};
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(ragged, 0); }).param, "tensors[1]");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { softmax(a, 7); }).param, "axis");
+  Tensor img = f32({1, 1, 3, 3}, d0), w = f32({1, 2, 2, 2}, d0);
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { conv2d(img, w, nullptr, {1, 1}, {0, 0}); }).param, "weight");
+  Tensor w1 = f32({1, 1, 2, 2}, d0), bias = f32({3}, d0);
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { conv2d(img, w1, &bias, {1, 1}, {0, 0}); }).param, "bias");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { conv2d(img, w1, nullptr, {0, 1}, {0, 0}); }).param, "stride");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { conv2d(img, w1, nullptr, {1}, {0, 0}); }).param, "stride");
+  Tensor big_kernel = f32({1, 1, 5, 5}, d0);
+  expect_clean_error<ShapeError>([&] { conv2d(img, big_kernel, nullptr, {1, 1}, {0, 0}); });
+}
+
+TEST_F(Validation, HostileSizesAreRejectedBeforeAnyAllocation) {
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({-1}, DType::f32, d0); }).param, "shape");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({1 << 20, 1 << 20}, DType::f32, d0); }).param, "shape");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({int64_t(1) << 62, int64_t(1) << 62, 0}, DType::f32, d0); })
+                .param,
+            "shape");
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({1, 1, 1, 1, 1, 1, 1}, DType::f32, d0); }).param, "shape");
+  expect_clean_error<InvalidArgument>([&] { arange(0, 1e12, 1, DType::f32, d0); });
+  expect_clean_error<InvalidArgument>([&] { arange(0, 1, 0, DType::f32, d0); });
+  expect_clean_error<InvalidArgument>([&] { arange(0, std::nan(""), 1, DType::f32, d0); });
+  std::vector<uint8_t> three(3);
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { from_bytes(three, {1}, DType::f32, d0); }).param, "data");
+  std::vector<uint8_t> two{2};
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { from_bytes(two, {1}, DType::boolean, d0); }).param, "data");
+  // Spatial sizes whose product overflows int64 if multiplied naively.
+  Tensor img = f32({1, 1, 1, 1}, d0);
+  expect_clean_error<InvalidArgument>(
+      [&] { unfold(img, {1, 1}, {1, 1}, {int64_t(1) << 40, 0}); });
+  Tensor huge_view = f32({1, 1, 1}, d0);
+  expect_clean_error<Error>([&] {
+    fold(huge_view, {int64_t(1) << 24, int64_t(1) << 24}, {1, 1}, {1, 1}, {0, 0});
+  });
+}
+
+TEST_F(Validation, MalformedCallsAreInvalidArguments) {
+  Tensor a = f32({2}, d0);
+  ArgPack too_few(Arg::of(a));
+  EXPECT_THROW(call(ids::add_id, too_few), InvalidArgument);
+  ArgPack wrong_role(Arg::of(a), Arg::integer(3));
+  EXPECT_THROW(call(ids::add_id, wrong_role), InvalidArgument);
+  Tensor undefined;
+  ArgPack with_undefined(Arg::of(a), Arg::of(undefined));
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { call(ids::add_id, with_undefined); }).param, "rhs");
+  std::vector<Tensor> list{a, Tensor()};
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { cat(list, 0); }).param, "tensors[1]");
+}
+
+TEST_F(Validation, ValidateRaisesWhatCallWouldWithoutRunningAnything) {
+  Tensor a = f32({2}, d0), b = f32({3}, d0);
+  ArgPack p(Arg::of(a), Arg::of(b));
+  WorldSnapshot before = snapshot_world();
+  EXPECT_THROW(validate(ids::add_id, p), ShapeError);
+  ArgPack ok(Arg::of(a), Arg::of(a));
+  OutputSpec s = validate(ids::add_id, ok);
+  EXPECT_EQ(s.shape, Shape({2}));
+  EXPECT_EQ(s.device, d0);
+  EXPECT_EQ(before, snapshot_world());
+}
+
+}  // namespace
+}  // namespace crossfire
