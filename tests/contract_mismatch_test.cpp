@@ -155,6 +155,7 @@ void check_each_position(OpId id, Device d, bool tracked) {
           expected.push_back({slots[k].label, slots[k].param, slots[k].list_index, dk, dk.backend != target.backend});
         }
       }
+      if (expected.empty()) continue;  // a single tensor argument moved alone: no mismatch (see NoFalsePositive)
       auto before_values = contents(c.tensors());
       WorldSnapshot before = snapshot_world();
       try {
