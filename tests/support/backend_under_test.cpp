@@ -6,6 +6,14 @@
 
 namespace crossfire::testing {
 
+// Defined in each test binary's generated backend_<name>.cpp.
+extern const char* const kTestBackendName;
+
+BackendKind backend_under_test() {
+  static const BackendKind kind = parse_backend_kind(kTestBackendName);
+  return kind;
+}
+
 BackendKind parse_backend_kind(std::string_view n) {
   for (BackendKind k : kAllBackendKinds)
     if (backend_name(k) == n) return k;

@@ -12,19 +12,11 @@
 
 namespace crossfire::testing {
 
-#ifndef CROSSFIRE_TEST_BACKEND
-#define CROSSFIRE_TEST_BACKEND cpu
-#endif
-#define CROSSFIRE_TEST_STR2(x) #x
-#define CROSSFIRE_TEST_STR(x) CROSSFIRE_TEST_STR2(x)
-
 BackendKind parse_backend_kind(std::string_view name);
 
-// The backend this binary was built for (inline: the macro is set per test binary, not for the support library).
-inline BackendKind backend_under_test() {
-  static const BackendKind kind = parse_backend_kind(CROSSFIRE_TEST_STR(CROSSFIRE_TEST_BACKEND));
-  return kind;
-}
+// The backend this binary was built for. Suites are compiled once and linked into one binary per enabled backend
+// with a generated file that names the backend (tests/CMakeLists.txt), so no source depends on a macro.
+BackendKind backend_under_test();
 
 // Device `index` of backend `k`, or nullopt with `why` set when it does not exist on this machine.
 std::optional<Device> device_of(BackendKind k, int index, std::string* why);
