@@ -1,0 +1,207 @@
+// What every CPU kernel family shares: typed access to tensor data, dtype -> C++ type dispatch, crossfire's value
+// conversion rules (cast, full, arange), and strided iteration (Note [Strided iteration]) used by the elementwise
+// driver and the data-movement kernels. Internal to kernels/cpu.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+
+#include "cpu_backend.hpp"
+
+namespace crossfire::cpu {
+
+// ---- registration: one function per family, called by register_kernels() -----------------------------------------
+void register_creation_kernels(CpuBackend& b);
+void register_elementwise_kernels(CpuBackend& b);
+void register_reduce_kernels(CpuBackend& b);
+void register_linalg_kernels(CpuBackend& b);
+void register_layout_kernels(CpuBackend& b);
+
+// The position of parameter `param` of op `op` in kOpTable, at compile time (a misspelt name fails to compile), so
+// kernels read their arguments by name without a run-time lookup: `c.args[param_of("sum", "axis")]`.
+consteval int param_of(std::string_view op, std::string_view param) {
+  const int i = kOpTable[op_id(op)].param_index(param);
+  if (i < 0) throw "crossfire::cpu::param_of: no such parameter";
+  return i;
+}
+
+// ---- data and dtypes ---------------------------------------------------------------------------------------------
+// bool is stored as one byte holding 0 or 1 and handled as uint8_t.
+template <class T>
+inline T* data_of(const TensorImpl& t) {
+  return static_cast<T*>(t.data);
+}
+inline const TensorImpl& impl_of(const KernelCall& c, int param) { return *c.tensor(param).impl(); }
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+// Calls f(TypeTag<T>{}) with T the C++ type that stores dtype `d`.
+template <class F>
+inline decltype(auto) visit_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::f32: return f(TypeTag<float>{});
+    case DType::i32: return f(TypeTag<int32_t>{});
+    case DType::boolean: break;
+  }
+  return f(TypeTag<uint8_t>{});
+}
+
+// A valid axis (dispatch's rules checked it) normalised to [0, rank).
+inline int normalise_axis(int64_t axis, int rank) { return int(axis < 0 ? axis + rank : axis); }
+
+// ---- conversions (op table: cast, full, arange) ------------------------------------------------------------------
+// Note [Conversions never hit undefined behaviour]
+// C++ leaves float -> int conversion of a NaN or an out-of-range value undefined, and double -> float of a value
+// beyond FLT_MAX too. crossfire defines them: f32/f64 -> i32 truncates toward zero, saturates at INT32_MIN/MAX and
+// maps NaN to 0; x -> bool is x != 0 (so NaN -> true); f64 -> f32 rounds to nearest with overflow to +-inf. Every
+// backend must produce the same bits, so the rule lives here once and the tests pin it.
+template <class F>
+inline int32_t float_to_i32(F x) {
+  if (x != x) return 0;
+  if (x >= F(2147483648.0)) return std::numeric_limits<int32_t>::max();
+  if (x < F(-2147483648.0)) return std::numeric_limits<int32_t>::min();
+  return int32_t(x);  // in range: truncates toward zero
+}
+inline float f64_to_f32(double v) {
+  // Values at or beyond FLT_MAX + half an ulp round to infinity in IEEE arithmetic; say so without the cast.
+  constexpr double kOverflow = 0x1.ffffffp127;
+  if (v >= kOverflow) return std::numeric_limits<float>::infinity();
+  if (v <= -kOverflow) return -std::numeric_limits<float>::infinity();
+  return float(v);
+}
+
+// Converts one value of type S to type D (S, D in {float, int32_t, uint8_t (bool), and double as a source}).
+template <class D, class S>
+inline D convert(S x) {
+  if constexpr (std::is_same_v<D, S>) {
+    return x;
+  } else if constexpr (std::is_same_v<D, uint8_t>) {
+    return uint8_t(x != S(0));
+  } else if constexpr (std::is_same_v<D, int32_t>) {
+    if constexpr (std::is_floating_point_v<S>) return float_to_i32(x);
+    else return int32_t(x);
+  } else if constexpr (std::is_same_v<S, double>) {
+    return f64_to_f32(x);
+  } else {
+    return float(x);  // i32 -> f32 rounds to nearest (the default rounding mode); bool -> 0 or 1
+  }
+}
+
+// ---- strided iteration ---------------------------------------------------------------------------------------------
+// Note [Strided iteration]
+// Every kernel that reads inputs in a different order than it writes its output (broadcasting, permute, slice,
+// expand) describes the read as N operands, each with a base offset and one stride per output dimension (0 for a
+// broadcast dimension), over a contiguous row-major output. coalesce() drops size-1 dimensions and merges adjacent
+// dimensions that are contiguous for every operand, so [m, n] + [n] is one 2-D loop and a same-shape add is one 1-D
+// loop. for_each_row() then walks all but the innermost dimension with a stack counter and hands each innermost row
+// to the caller, which picks a loop specialised for that row's strides. Everything lives on the stack: no heap.
+template <int N>
+struct StridedPlan {
+  int rank = 0;
+  std::array<int64_t, kMaxRank> dims{};
+  std::array<std::array<int64_t, kMaxRank>, N> strides{};  // per operand, in elements
+  std::array<int64_t, N> base{};                           // per operand, in elements
+
+  void set_output(const Shape& out) {
+    rank = out.rank();
+    for (int i = 0; i < rank; ++i) dims[size_t(i)] = out[i];
+  }
+  // Operand k is a contiguous tensor of shape `in` broadcast (numpy rules) to the output shape.
+  void set_broadcast(int k, const Shape& in) {
+    const int off = rank - in.rank();
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      const int j = i - off;
+      if (j < 0) {
+        strides[size_t(k)][size_t(i)] = 0;
+      } else {
+        strides[size_t(k)][size_t(i)] = in[j] == 1 ? 0 : s;
+        s *= in[j];
+      }
+    }
+  }
+  void coalesce() {
+    int r = 0;
+    for (int i = 0; i < rank; ++i) {
+      const size_t ui = size_t(i);
+      if (dims[ui] == 1) continue;
+      if (r > 0) {
+        bool merge = true;
+        for (int k = 0; k < N; ++k) merge &= strides[size_t(k)][size_t(r - 1)] == strides[size_t(k)][ui] * dims[ui];
+        if (merge) {
+          dims[size_t(r - 1)] *= dims[ui];
+          for (int k = 0; k < N; ++k) strides[size_t(k)][size_t(r - 1)] = strides[size_t(k)][ui];
+          continue;
+        }
+      }
+      dims[size_t(r)] = dims[ui];
+      for (int k = 0; k < N; ++k) strides[size_t(k)][size_t(r)] = strides[size_t(k)][ui];
+      ++r;
+    }
+    if (r == 0) {  // every dimension was 1: a single element
+      dims[0] = 1;
+      for (int k = 0; k < N; ++k) strides[size_t(k)][0] = 0;
+      r = 1;
+    }
+    rank = r;
+  }
+  int64_t inner_stride(int k) const { return strides[size_t(k)][size_t(rank - 1)]; }
+
+  // row(out_offset, operand_offsets, length) for every innermost row, in output order. Call after coalesce().
+  template <class Row>
+  void for_each_row(Row&& row) const {
+    const int outer = rank - 1;
+    const int64_t len = dims[size_t(outer)];
+    int64_t rows = 1;
+    for (int d = 0; d < outer; ++d) rows *= dims[size_t(d)];
+    std::array<int64_t, kMaxRank> idx{};
+    std::array<int64_t, N> off = base;
+    int64_t out_off = 0;
+    for (int64_t r = 0; r < rows; ++r, out_off += len) {
+      row(out_off, off, len);
+      for (int d = outer - 1; d >= 0; --d) {
+        const size_t ud = size_t(d);
+        if (++idx[ud] < dims[ud]) {
+          for (int k = 0; k < N; ++k) off[size_t(k)] += strides[size_t(k)][ud];
+          break;
+        }
+        idx[ud] = 0;
+        for (int k = 0; k < N; ++k) off[size_t(k)] -= strides[size_t(k)][ud] * (dims[ud] - 1);
+      }
+    }
+  }
+};
+
+// Copies a one-operand plan's elements (T: an unsigned type of the element's size) into a contiguous output.
+template <class T>
+void gather_copy(const StridedPlan<1>& plan, const T* src, T* dst) {
+  const int64_t s = plan.inner_stride(0);
+  plan.for_each_row([&](int64_t o, const std::array<int64_t, 1>& off, int64_t len) {
+    const T* in = src + off[0];
+    T* out = dst + o;
+    if (s == 1) {
+      std::memcpy(out, in, size_t(len) * sizeof(T));
+    } else if (s == 0) {
+      std::fill_n(out, len, *in);
+    } else {
+      for (int64_t i = 0; i < len; ++i) out[i] = in[i * s];
+    }
+  });
+}
+
+// Calls f(TypeTag<U>{}) with U an unsigned integer of dtype d's size: data movement never looks at values.
+template <class F>
+inline void visit_element_size(DType d, F&& f) {
+  if (dtype_size(d) == 1) f(TypeTag<uint8_t>{});
+  else f(TypeTag<uint32_t>{});
+}
+
+}  // namespace crossfire::cpu
