@@ -1,0 +1,257 @@
+// Dispatch overhead, per available backend, on 1-element tensors (so the kernel's own work is negligible):
+//
+//   dispatch/<backend>/<case>/api           the typed public API (ops.hpp): validation, output allocation, kernel,
+//                                           output release; what a user pays per op
+//   dispatch/<backend>/<case>/direct        Backend::launch of the same kernel on a pre-allocated output
+//   dispatch/<backend>/<case>/direct_alloc  allocate the output + launch + release, with no validation: api minus
+//                                           this is the cost of dispatch and validation alone
+//   dispatch/<backend>/<case>/validate      crossfire::validate() alone (checks and output rule, no side effect)
+//
+// Cases by number of tensor arguments: 0 (full, a creation op), 1 (neg), 2 (add), 3 (where), a list of 8 (cat). Then the autodiff layer's
+// cost (add with a tracked input, with and without no_grad) and the error path (add raising DeviceMismatch, caught).
+// Every benchmark reports allocs/op: global operator new calls per op, counted by alloc_counter.cpp; the CPU
+// backend allocates a tensor's header and data in one block, so the success path's target is exactly 1.
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include "alloc_counter.hpp"
+#include "crossfire/crossfire.hpp"
+
+namespace crossfire::bench {
+namespace {
+
+// The inputs of one dispatch case on one device, with a prepared ArgPack for the direct variants.
+struct Inputs {
+  std::vector<Tensor> tensors;  // the pack's views point into this vector's buffer, which survives a move
+  ArgPack pack;
+};
+constexpr std::array<int64_t, 1> kOneElement{1};
+
+Tensor one(Device d, DType dt = DType::f32, double v = 1.5) { return full({1}, v, dt, d); }
+
+struct DispatchCase {
+  const char* name;
+  OpId id;
+  std::function<Inputs(Device)> make;
+  std::function<Tensor(const Inputs&)> api;  // the same call through the typed public API
+};
+
+std::vector<DispatchCase> cases() {
+  return {
+      {"0_tensors_full", ids::full_id,  // a creation op: no tensor to check, the device is an argument
+       [](Device d) {
+         Inputs in;
+         in.pack = ArgPack(Arg::of(IntList(kOneElement)), Arg::scalar(1.5), Arg::of(DType::f32), Arg::of(d));
+         return in;
+       },
+       [](const Inputs& in) { return full(kOneElement, 1.5, DType::f32, in.pack[3].device); }},
+      {"1_tensor_neg", ids::neg_id,
+       [](Device d) {
+         Inputs in;
+         in.tensors = {one(d)};
+         in.pack = ArgPack(Arg::of(in.tensors[0]));
+         return in;
+       },
+       [](const Inputs& in) { return neg(in.tensors[0]); }},
+      {"2_tensors_add", ids::add_id,
+       [](Device d) {
+         Inputs in;
+         in.tensors = {one(d), one(d)};
+         in.pack = ArgPack(Arg::of(in.tensors[0]), Arg::of(in.tensors[1]));
+         return in;
+       },
+       [](const Inputs& in) { return add(in.tensors[0], in.tensors[1]); }},
+      {"3_tensors_where", ids::where_id,
+       [](Device d) {
+         Inputs in;
+         in.tensors = {one(d, DType::boolean, 1), one(d), one(d)};
+         in.pack = ArgPack(Arg::of(in.tensors[0]), Arg::of(in.tensors[1]), Arg::of(in.tensors[2]));
+         return in;
+       },
+       [](const Inputs& in) { return where(in.tensors[0], in.tensors[1], in.tensors[2]); }},
+      {"list_8_cat", ids::cat_id,
+       [](Device d) {
+         Inputs in;
+         for (int i = 0; i < 8; ++i) in.tensors.push_back(one(d));
+         in.pack = ArgPack(Arg::of(std::span<const Tensor>(in.tensors)), Arg::integer(0));
+         return in;
+       },
+       [](const Inputs& in) { return cat(in.tensors, 0); }},
+  };
+}
+
+// Keeps an asynchronous backend's queue bounded; the CPU backend runs kernels inline and needs nothing.
+inline void settle(Backend& b) {
+  if (b.kind() != BackendKind::cpu) b.synchronize();
+}
+
+// Skips with the backend's reason when it has no kernel for the op yet (kernels land op by op).
+bool skip_unsupported(benchmark::State& state, Backend& b, OpId id) {
+  if (b.kernel(id) != nullptr) return false;
+  state.SkipWithError(fmt::format("unsupported: {}", b.unsupported_reason(id)).c_str());
+  return true;
+}
+
+void report(benchmark::State& state, const AllocationScope& allocs, Backend& b, uint64_t backend_allocs_before) {
+  allocs.report(state);
+  const uint64_t n = b.counters().allocations.load(std::memory_order_relaxed) - backend_allocs_before;
+  state.counters["tensors/op"] = benchmark::Counter(double(n) / double(std::max<int64_t>(1, state.iterations())));
+}
+
+void bm_api(benchmark::State& state, const DispatchCase& c, Device d) {
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  const uint64_t before = b.counters().allocations.load();
+  AllocationScope allocs;
+  for (auto _ : state) {
+    Tensor out = c.api(in);
+    benchmark::DoNotOptimize(out.impl());
+    settle(b);
+  }
+  report(state, allocs, b, before);
+}
+
+void bm_direct(benchmark::State& state, const DispatchCase& c, Device d) {
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  const OpDef& op = op_def(c.id);
+  const OutputSpec spec = validate(c.id, in.pack);
+  Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+  const KernelFn fn = b.kernel(c.id);
+  const uint64_t before = b.counters().allocations.load();
+  AllocationScope allocs;
+  for (auto _ : state) {
+    b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
+    benchmark::ClobberMemory();
+    settle(b);
+  }
+  report(state, allocs, b, before);
+}
+
+void bm_direct_alloc(benchmark::State& state, const DispatchCase& c, Device d) {
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  const OpDef& op = op_def(c.id);
+  const OutputSpec spec = validate(c.id, in.pack);
+  const KernelFn fn = b.kernel(c.id);
+  const uint64_t before = b.counters().allocations.load();
+  AllocationScope allocs;
+  for (auto _ : state) {
+    Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+    b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
+    benchmark::DoNotOptimize(out.impl());
+    settle(b);
+  }
+  report(state, allocs, b, before);
+}
+
+void bm_validate(benchmark::State& state, const DispatchCase& c, Device d) {
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  const uint64_t before = b.counters().allocations.load();
+  AllocationScope allocs;
+  for (auto _ : state) {
+    OutputSpec spec = validate(c.id, in.pack);
+    benchmark::DoNotOptimize(spec);
+  }
+  report(state, allocs, b, before);
+}
+
+// The autodiff layer: add with a tracked lhs records a node (tracked), or does not under no_grad. Compare with
+// dispatch/<backend>/2_tensors_add/api, the untracked call.
+void bm_tracked(benchmark::State& state, Device d, bool no_grad) {
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, ids::add_id)) return;
+  Tensor lhs = one(d), rhs = one(d);
+  lhs.set_requires_grad(true);
+  const uint64_t before = b.counters().allocations.load();
+  const uint64_t nodes_before = autodiff_nodes_recorded();
+  AllocationScope allocs;
+  if (no_grad) {
+    NoGradGuard guard;
+    for (auto _ : state) {
+      Tensor out = add(lhs, rhs);
+      benchmark::DoNotOptimize(out.impl());
+      settle(b);
+    }
+  } else {
+    for (auto _ : state) {
+      Tensor out = add(lhs, rhs);
+      benchmark::DoNotOptimize(out.impl());
+      settle(b);
+    }
+  }
+  report(state, allocs, b, before);
+  state.counters["nodes/op"] =
+      benchmark::Counter(double(autodiff_nodes_recorded() - nodes_before) / double(std::max<int64_t>(1, state.iterations())));
+}
+
+// The error path: add with rhs on another device raises DeviceMismatch (message formatted, offenders listed); the
+// benchmark catches it. On the CPU the other device is cpu:1 (a different index); elsewhere, cpu:0 (a different
+// backend).
+void bm_device_mismatch(benchmark::State& state, Device d) {
+  Backend& b = backend_for(d);
+  const Device other = d.backend == BackendKind::cpu ? Device::cpu(1) : Device::cpu(0);
+  if (d == other || backend(BackendKind::cpu).device_count() <= int(other.index)) {
+    state.SkipWithError("needs a second device (set CROSSFIRE_CPU_DEVICES >= 2)");
+    return;
+  }
+  Tensor lhs = one(d), rhs = one(other);
+  const uint64_t before = b.counters().allocations.load();
+  AllocationScope allocs;
+  int64_t caught = 0;
+  for (auto _ : state) {
+    try {
+      Tensor out = add(lhs, rhs);
+      benchmark::DoNotOptimize(out.impl());
+    } catch (const DeviceMismatch& e) {
+      benchmark::DoNotOptimize(e.offenders.data());
+      ++caught;
+    }
+  }
+  report(state, allocs, b, before);
+  if (caught != state.iterations()) state.SkipWithError("add on two devices did not raise DeviceMismatch");
+}
+
+void register_all() {
+  static const std::vector<DispatchCase> kCases = cases();
+  for (BackendKind k : kAllBackendKinds) {
+    if (!backend(k).available()) continue;
+    const Device d{k, 0};
+    const std::string_view bn = backend_name(k);
+    auto reg = [&](const std::string& name, auto fn, auto... args) {
+      benchmark::RegisterBenchmark(name.c_str(), fn, args...)->Unit(benchmark::kNanosecond);
+    };
+    for (const DispatchCase& c : kCases) {
+      reg(fmt::format("dispatch/{}/{}/api", bn, c.name), bm_api, std::cref(c), d);
+      reg(fmt::format("dispatch/{}/{}/direct", bn, c.name), bm_direct, std::cref(c), d);
+      reg(fmt::format("dispatch/{}/{}/direct_alloc", bn, c.name), bm_direct_alloc, std::cref(c), d);
+      reg(fmt::format("dispatch/{}/{}/validate", bn, c.name), bm_validate, std::cref(c), d);
+    }
+    reg(fmt::format("dispatch/{}/2_tensors_add_tracked/api", bn), bm_tracked, d, false);
+    reg(fmt::format("dispatch/{}/2_tensors_add_tracked_no_grad/api", bn), bm_tracked, d, true);
+    reg(fmt::format("dispatch/{}/device_mismatch/raise_catch", bn), bm_device_mismatch, d);
+  }
+}
+
+}  // namespace
+}  // namespace crossfire::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  crossfire::bench::add_device_context();
+  crossfire::bench::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""The key numbers of a benchmark run, as a Markdown report (issue 5; docs/benchmarks.md quotes it).
+
+  bench_summary.py RUN.json [--out FILE]
+
+From the medians of the repetitions: dispatch cost per backend (public API vs a direct kernel call, with and
+without the output allocation), allocations per op, the autodiff layer's cost, the error path, and CPU matmul
+against a direct Eigen GEMM of the same size, each next to its target. Exit status 0, or 2 for a missing or
+corrupt input.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_history import BenchFileError, load_benchmark_json, summarise  # noqa: E402
+
+CASES = ["0_tensors_full", "1_tensor_neg", "2_tensors_add", "3_tensors_where", "list_8_cat"]
+
+
+def ok(cond):
+    return "yes" if cond else "**no**"
+
+
+def report(data):
+    s = summarise(data)
+    ctx = data.get("context", {})
+    out = [f"Run on {ctx.get('host_name', '?')} ({ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz, "
+           f"load average {', '.join(f'{x:.2f}' for x in ctx.get('load_avg', []))}), {ctx.get('date', '')}. "
+           "Medians of the repetitions; real (wall) time, with CPU time in brackets.", ""]
+
+    def t(name):
+        b = s.get(name)
+        return b if b and "real_time" in b else None
+
+    backends = sorted({n.split("/")[1] for n in s if n.startswith("dispatch/")})
+    for be in backends:
+        out += [f"### Dispatch on {be} (1-element tensors, ns/op)", "",
+                "| Case | API | direct kernel | direct + alloc | validate | API - direct | API - (direct + alloc) "
+                "| allocs/op (API) |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for case in CASES:
+            p = f"dispatch/{be}/{case}/"
+            api, direct, da, val = t(p + "api"), t(p + "direct"), t(p + "direct_alloc"), t(p + "validate")
+            if not api:
+                why = (s.get(p + "api") or {}).get("skipped", "not run")
+                out.append(f"| {case} | skipped: {why} | | | | | | |")
+                continue
+
+            def cell(b):
+                return f"{b['real_time']:.1f} ({b['cpu_time']:.1f})" if b else "-"
+
+            def diff(a, b, key="real_time"):
+                return f"{a[key] - b[key]:.1f}" if a and b else "-"
+            allocs = (api.get("counters") or {}).get("allocs/op")
+            out.append(f"| {case} | {cell(api)} | {cell(direct)} | {cell(da)} | {cell(val)} | "
+                       f"{diff(api, direct)} ({diff(api, direct, 'cpu_time')}) | {diff(api, da)} ({diff(api, da, 'cpu_time')}) | "
+                       f"{'-' if allocs is None else f'{allocs:.2f}'} |")
+        out.append("")
+        add, da = t(f"dispatch/{be}/2_tensors_add/api"), t(f"dispatch/{be}/2_tensors_add/direct_alloc")
+        tr, ng = t(f"dispatch/{be}/2_tensors_add_tracked/api"), t(f"dispatch/{be}/2_tensors_add_tracked_no_grad/api")
+        err = t(f"dispatch/{be}/device_mismatch/raise_catch")
+        if add and tr:
+            c = tr.get("counters") or {}
+            out.append(f"- Tracked add: {tr['real_time']:.1f} ns ({c.get('allocs/op', float('nan')):.2f} allocs/op, "
+                       f"{c.get('nodes/op', float('nan')):.2f} nodes/op) vs untracked {add['real_time']:.1f} ns: "
+                       f"the autodiff layer costs {tr['real_time'] - add['real_time']:.1f} ns per recorded op.")
+        if add and ng:
+            out.append(f"- Tracked input under no_grad: {ng['real_time']:.1f} ns (untracked: {add['real_time']:.1f} ns).")
+        if err:
+            c = err.get("counters") or {}
+            out.append(f"- Error path (raise + catch DeviceMismatch): {err['real_time']:.0f} ns, "
+                       f"{c.get('allocs/op', float('nan')):.1f} allocs/op.")
+        if be == "cpu" and add:
+            allocs = (add.get("counters") or {}).get("allocs/op")
+            out += ["", "Targets (CPU):", ""]
+            if da:
+                out.append(f"- dispatch + validation over the direct kernel (API - (direct + alloc), 2-tensor add) <= 10 ns: "
+                           f"{add['real_time'] - da['real_time']:.1f} ns real, {add['cpu_time'] - da['cpu_time']:.1f} ns CPU: "
+                           f"{ok(add['cpu_time'] - da['cpu_time'] <= 10)}")
+            out.append(f"- 1-element add through the public API, output allocation included, <= 100 ns: "
+                       f"{add['real_time']:.1f} ns real, {add['cpu_time']:.1f} ns CPU: {ok(add['cpu_time'] <= 100)}")
+            if allocs is not None:
+                out.append(f"- heap allocations per successful op == 1 (the output block): {allocs:.2f}: "
+                           f"{ok(abs(allocs - 1) < 0.01)}")
+        out.append("")
+
+    rows = []
+    for size in ("small", "medium", "large"):
+        cf, eg = t(f"kernel/matmul/cpu/{size}"), t(f"reference/eigen_gemm/cpu/{size}")
+        if not eg:
+            continue
+        gf = lambda b: (b.get("counters") or {}).get("FLOP/s", 0) / 1e9  # noqa: E731
+        if cf:
+            rows.append(f"| {size} | {eg.get('label', '')} | {gf(cf):.2f} | {gf(eg):.2f} | {100 * gf(cf) / gf(eg):.0f}% "
+                        f"| {ok(gf(cf) >= 0.9 * gf(eg))} |")
+        else:
+            why = (s.get(f"kernel/matmul/cpu/{size}") or {}).get("skipped", "not run")
+            rows.append(f"| {size} | {eg.get('label', '')} | skipped: {why} | {gf(eg):.2f} | - | - |")
+    if rows:
+        out += ["### CPU matmul vs a direct Eigen GEMM (GFLOP/s, single thread)", "",
+                "| Size | Shape | crossfire matmul | Eigen GEMM | ratio | >= 90% |", "|---|---|---:|---:|---:|---|"] + rows + [""]
+
+    kern = [n for n in s if n.startswith("kernel/")]
+    skipped = [n for n in kern if "skipped" in s[n]]
+    out.append(f"Kernel benchmarks: {len(kern)} registered from the op table, {len(kern) - len(skipped)} ran, "
+               f"{len(skipped)} skipped (backend has no kernel yet).")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    try:
+        data = load_benchmark_json(args.run, "run")
+    except BenchFileError as e:
+        print(f"bench_summary: error: {e}", file=sys.stderr)
+        return 2
+    text = report(data)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
