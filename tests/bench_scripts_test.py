@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Error handling and behaviour of the benchmark scripts (issue 5): bench_compare.py, bench_history.py,
+bench_dashboard.py, bench_summary.py. Run by ctest (label bench) with /usr/bin/python3."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts")
+PY = sys.executable
+
+
+def gbench_json(times, name="dispatch/cpu/2_tensors_add/api", extra=None):
+    """A Google Benchmark JSON document with one repetition per entry of `times` (ns)."""
+    benchmarks = []
+    for i, t in enumerate(times):
+        benchmarks.append({"name": name, "run_name": name, "run_type": "iteration", "family_index": 0,
+                           "per_family_instance_index": 0, "repetitions": len(times), "repetition_index": i,
+                           "threads": 1, "iterations": 1000, "real_time": t, "cpu_time": t, "time_unit": "ns",
+                           "allocs/op": 1.0})
+    benchmarks += extra or []
+    return {"context": {"date": "2026-01-01T00:00:00+00:00", "host_name": "test", "num_cpus": 2,
+                        "mhz_per_cpu": 2000, "load_avg": [0.1, 0.1, 0.1], "crossfire_backends": "cpu"},
+            "benchmarks": benchmarks}
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def run(script, *args):
+    return subprocess.run([PY, os.path.join(SCRIPTS, script), *args], capture_output=True, text=True, timeout=120)
+
+
+class ScriptTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, content):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+
+class CompareTest(ScriptTest):
+    def have_scipy(self):
+        try:
+            import scipy  # noqa: F401
+            return True
+        except ImportError:
+            return False
+
+    def test_missing_baseline_names_the_file(self):
+        cont = self.write("c.json", gbench_json([10] * 9))
+        r = run("bench_compare.py", os.path.join(self.dir, "nope.json"), cont)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("baseline file", r.stderr)
+        self.assertIn("nope.json", r.stderr)
+        self.assertIn("does not exist", r.stderr)
+
+    def test_corrupt_baseline_names_the_file(self):
+        base = self.write("base.json", '{"benchmarks": [ {"name": "x", ')
+        cont = self.write("c.json", gbench_json([10] * 9))
+        r = run("bench_compare.py", base, cont)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(base, r.stderr)
+        self.assertIn("not valid JSON", r.stderr)
+
+    def test_not_benchmark_json(self):
+        base = self.write("base.json", {"hello": 1})
+        cont = self.write("c.json", gbench_json([10] * 9))
+        r = run("bench_compare.py", base, cont)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no \"benchmarks\" list", r.stderr)
+        empty = self.write("empty.json", {"benchmarks": []})
+        r = run("bench_compare.py", cont, empty)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("contender file", r.stderr)
+        self.assertIn("holds no benchmarks", r.stderr)
+
+    def test_entry_without_time(self):
+        doc = gbench_json([10] * 9)
+        del doc["benchmarks"][3]["real_time"]
+        base = self.write("base.json", doc)
+        r = run("bench_compare.py", base, self.write("c.json", gbench_json([10] * 9)))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("has no \"real_time\"", r.stderr)
+
+    def test_regression_fails_and_threshold_is_configurable(self):
+        if not self.have_scipy():
+            self.skipTest("scipy missing: run with /usr/bin/python3")
+        base = self.write("base.json", gbench_json([100 + i % 3 for i in range(9)]))
+        slow = self.write("slow.json", gbench_json([130 + i % 3 for i in range(9)]))
+        md = os.path.join(self.dir, "cmp.md")
+        r = run("bench_compare.py", base, slow, "--markdown", md)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("REGRESSION dispatch/cpu/2_tensors_add/api", r.stdout)
+        self.assertIn("U Test", r.stdout)  # compare.py's table, with the U-test row
+        with open(md) as f:
+            self.assertIn("REGRESSION", f.read())
+        r = run("bench_compare.py", base, slow, "--threshold", "0.5")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_same_and_faster_pass(self):
+        if not self.have_scipy():
+            self.skipTest("scipy missing: run with /usr/bin/python3")
+        base = self.write("base.json", gbench_json([100 + i % 3 for i in range(9)]))
+        same = self.write("same.json", gbench_json([101 + i % 3 for i in range(9)]))
+        fast = self.write("fast.json", gbench_json([50 + i % 3 for i in range(9)]))
+        self.assertEqual(run("bench_compare.py", base, same).returncode, 0)
+        r = run("bench_compare.py", base, fast)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("1 faster", r.stdout)
+
+    def test_skipped_benchmarks_are_ignored(self):
+        if not self.have_scipy():
+            self.skipTest("scipy missing: run with /usr/bin/python3")
+        skipped = [{"name": "kernel/neg/cpu/small", "run_name": "kernel/neg/cpu/small", "run_type": "iteration",
+                    "error_occurred": True, "error_message": "unsupported", "iterations": 0}]
+        base = self.write("base.json", gbench_json([100] * 9, extra=skipped))
+        cont = self.write("c.json", gbench_json([100] * 9, extra=skipped))
+        r = run("bench_compare.py", base, cont)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+class HistoryTest(ScriptTest):
+    def test_append_creates_and_extends(self):
+        hist = os.path.join(self.dir, "sub", "history.jsonl")
+        for i in range(3):
+            runf = self.write(f"run{i}.json", gbench_json([10 + i] * 3))
+            r = run("bench_history.py", "append", runf, "--history", hist, "--commit", f"c{i}")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(hist) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 3)
+        rec = json.loads(lines[2])
+        self.assertEqual(rec["commit"], "c2")
+        self.assertEqual(rec["benchmarks"]["dispatch/cpu/2_tensors_add/api"]["real_time"], 12)
+        self.assertEqual(rec["benchmarks"]["dispatch/cpu/2_tensors_add/api"]["counters"]["allocs/op"], 1.0)
+        r = run("bench_history.py", "check", hist)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("3 run(s)", r.stdout)
+
+    def test_corrupt_history_is_an_error_and_left_untouched(self):
+        hist = self.write("history.jsonl", json.dumps({"schema": 1, "benchmarks": {}}) + "\n{not json\n")
+        before = read_bytes(hist)
+        r = run("bench_history.py", "append", self.write("run.json", gbench_json([10] * 3)), "--history", hist)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"history file {hist}, line 2", r.stderr)
+        self.assertEqual(read_bytes(hist), before)
+
+    def test_partial_last_line_is_reported(self):
+        hist = self.write("history.jsonl", json.dumps({"schema": 1, "benchmarks": {}}) + "\n{\"schema\": 1, \"ben")
+        r = run("bench_history.py", "check", hist)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("partial line", r.stderr)
+        self.assertIn(hist, r.stderr)
+
+    def test_wrong_schema(self):
+        hist = self.write("history.jsonl", json.dumps({"schema": 99, "benchmarks": {}}) + "\n")
+        r = run("bench_history.py", "check", hist)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("line 1", r.stderr)
+
+    def test_missing_and_corrupt_run_leave_history_alone(self):
+        hist = os.path.join(self.dir, "history.jsonl")
+        run("bench_history.py", "append", self.write("ok.json", gbench_json([10] * 3)), "--history", hist)
+        before = read_bytes(hist)
+        r = run("bench_history.py", "append", os.path.join(self.dir, "missing.json"), "--history", hist)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing.json does not exist", r.stderr)
+        r = run("bench_history.py", "append", self.write("bad.json", "[1, 2"), "--history", hist)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bad.json is not valid JSON", r.stderr)
+        self.assertEqual(read_bytes(hist), before)
+        self.assertEqual([f for f in os.listdir(self.dir) if f.startswith(".history-")], [])  # no temp left
+
+    def test_concurrent_appends_lose_nothing(self):
+        hist = os.path.join(self.dir, "history.jsonl")
+        runf = self.write("run.json", gbench_json([10] * 3))
+        procs = [subprocess.Popen([PY, os.path.join(SCRIPTS, "bench_history.py"), "append", runf, "--history", hist,
+                                   "--commit", str(i)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for i in range(8)]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+        with open(hist) as f:
+            commits = sorted(json.loads(line)["commit"] for line in f)
+        self.assertEqual(commits, [str(i) for i in range(8)])
+
+    def test_merge_and_medians(self):
+        a = self.write("a.json", gbench_json([10, 11, 12], name="a"))
+        doc = gbench_json([20, 21, 22], name="b")
+        doc["benchmarks"].append({"name": "b_median", "run_name": "b", "run_type": "aggregate",
+                                  "aggregate_name": "median", "real_time": 21, "cpu_time": 21, "time_unit": "ns",
+                                  "family_index": 0, "allocs/op": float("nan")})
+        b = self.write("b.json", doc)
+        out, med = os.path.join(self.dir, "m.json"), os.path.join(self.dir, "med.json")
+        r = run("bench_history.py", "merge", out, a, b, "--medians", med)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        merged = json.loads(read_bytes(out))
+        self.assertEqual(len(merged["benchmarks"]), 7)
+        self.assertEqual({x["family_index"] for x in merged["benchmarks"] if x["run_name"] == "b"}, {1})
+        with open(med) as f:
+            text = f.read()
+        self.assertNotIn("NaN", text)  # JavaScript's JSON.parse (github-action-benchmark) rejects NaN
+        self.assertEqual([x["name"] for x in json.loads(text)["benchmarks"]], ["b_median"])
+
+
+class DashboardAndSummaryTest(ScriptTest):
+    def test_missing_and_corrupt_history(self):
+        out = os.path.join(self.dir, "d.html")
+        r = run("bench_dashboard.py", "--history", os.path.join(self.dir, "none.jsonl"), "--out", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("none.jsonl does not exist", r.stderr)
+        bad = self.write("bad.jsonl", "garbage\n")
+        r = run("bench_dashboard.py", "--history", bad, "--out", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"history file {bad}, line 1", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_summary(self):
+        r = run("bench_summary.py", self.write("run.json", gbench_json([80] * 3)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2_tensors_add", r.stdout)
+        r = run("bench_summary.py", os.path.join(self.dir, "none.json"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("none.json does not exist", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
