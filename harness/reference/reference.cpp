@@ -1,9 +1,21 @@
-// Placeholder until the reference evaluator lands (issue 2): only RefTensor::from works.
+// The f64 reference evaluator (see reference.hpp, Note [What the reference computes]). Plain loops, one small
+// evaluation function per op, found through a name -> function table that is checked against kOpTable at compile
+// time. Nothing here is shared with kernels/ or with dispatch/src/rules.cpp.
 #include "reference/reference.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <numbers>
+
+#include <fmt/format.h>
 
 namespace crossfire::reference {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading device tensors and dispatch arguments
+// ---------------------------------------------------------------------------------------------------------------
 
 RefTensor RefTensor::from(const Tensor& t) {
   RefTensor r{t.dtype(), t.shape(), {}};
@@ -25,6 +37,1067 @@ RefTensor RefTensor::from(const Tensor& t) {
   return r;
 }
 
-RefResult evaluate(const RefCall&) { throw InvalidArgument("reference", "", "not written yet"); }
+RefCall RefCall::from(OpId op, const ArgPack& args) {
+  RefCall c{op, {}};
+  c.args.reserve(size_t(args.count));
+  for (int i = 0; i < args.count; ++i) {
+    const Arg& a = args[i];
+    switch (a.role) {
+      case ParamRole::tensor: c.args.emplace_back(RefTensor::from(*a.tensor)); break;
+      case ParamRole::optional_tensor:
+        if (a.present) c.args.emplace_back(RefTensor::from(*a.tensor));
+        else c.args.emplace_back(RefAbsent{});
+        break;
+      case ParamRole::tensor_list: {
+        std::vector<RefTensor> list;
+        for (const Tensor& t : a.list) list.push_back(RefTensor::from(t));
+        c.args.emplace_back(std::move(list));
+        break;
+      }
+      case ParamRole::int_attr: c.args.emplace_back(a.i); break;
+      case ParamRole::optional_int_attr:
+        if (a.present) c.args.emplace_back(a.i);
+        else c.args.emplace_back(RefAbsent{});
+        break;
+      case ParamRole::float_attr: c.args.emplace_back(a.f); break;
+      case ParamRole::bool_attr: c.args.emplace_back(a.b); break;
+      case ParamRole::int_list_attr: c.args.emplace_back(std::vector<int64_t>(a.ints.begin(), a.ints.end())); break;
+      case ParamRole::dtype_attr: c.args.emplace_back(a.dtype); break;
+      case ParamRole::device_attr: c.args.emplace_back(a.device); break;
+      case ParamRole::bytes_attr: c.args.emplace_back(std::vector<uint8_t>(a.bytes.begin(), a.bytes.end())); break;
+    }
+  }
+  return c;
+}
+
+namespace {
+
+constexpr double kEps = 0x1p-23;
+// The smallest |x| whose round-to-nearest f32 is infinite: 2^128 - 2^103 (half an ulp above FLT_MAX).
+constexpr double kF32Overflow = 0x1p128 - 0x1p103;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Value conversions (Note [What the reference computes])
+// ---------------------------------------------------------------------------------------------------------------
+
+// Round to nearest f32, without the undefined behaviour of converting an out-of-range double.
+double round_f32(double v) {
+  if (std::isnan(v) || std::isinf(v)) return v;
+  if (std::fabs(v) >= kF32Overflow) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  if (std::fabs(v) > double(std::numeric_limits<float>::max()))
+    return std::copysign(double(std::numeric_limits<float>::max()), v);
+  return double(static_cast<float>(v));
+}
+
+// f64 -> i32 as cast does: truncate toward zero, saturate, NaN -> 0.
+double to_i32(double v) {
+  if (std::isnan(v)) return 0;
+  double t = std::trunc(v);
+  if (t <= -2147483648.0) return -2147483648.0;
+  if (t >= 2147483647.0) return 2147483647.0;
+  return t;
+}
+
+double convert(double v, DType to) {
+  switch (to) {
+    case DType::f32: return round_f32(v);
+    case DType::i32: return to_i32(v);
+    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+  }
+  return v;
+}
+
+// Two's complement wrap of an exact integer result into i32.
+double wrap_i32(int64_t v) { return double(int32_t(uint32_t(uint64_t(v)))); }
+int64_t as_int(double v) { return int64_t(v); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shapes and indexing
+// ---------------------------------------------------------------------------------------------------------------
+
+using Index = std::array<int64_t, kMaxRank>;
+
+// Row-major strides (own code: the reference keeps no dependency on the core's helpers beyond the types).
+Index strides_of(const Shape& s) {
+  Index st{};
+  int64_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[size_t(i)] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+// Advances a row-major multi-index; returns false after the last element.
+bool next_index(Index& idx, const Shape& s) {
+  for (int a = s.rank() - 1; a >= 0; --a) {
+    if (++idx[size_t(a)] < s[a]) return true;
+    idx[size_t(a)] = 0;
+  }
+  return false;
+}
+
+int64_t offset_of(const Index& idx, const Index& strides, int rank) {
+  int64_t o = 0;
+  for (int a = 0; a < rank; ++a) o += idx[size_t(a)] * strides[size_t(a)];
+  return o;
+}
+
+// For each element of `out` (row-major), the flat index of the element of `in` that numpy broadcasting maps to it:
+// in's dims align with out's trailing dims, and size-1 dims repeat.
+std::vector<int64_t> broadcast_sources(const Shape& in, const Shape& out) {
+  Index stride{};
+  int off = out.rank() - in.rank();
+  int64_t acc = 1;
+  for (int i = in.rank() - 1; i >= 0; --i) {
+    stride[size_t(i + off)] = in[i] == 1 ? 0 : acc;
+    acc *= in[i];
+  }
+  std::vector<int64_t> src(size_t(out.numel()));
+  Index idx{};
+  for (size_t e = 0; e < src.size(); ++e) {
+    src[e] = offset_of(idx, stride, out.rank());
+    next_index(idx, out);
+  }
+  return src;
+}
+
+// Splits a tensor around one axis: outer * len * inner == numel.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+AxisSplit split_at(const Shape& s, int axis) {
+  AxisSplit a;
+  for (int i = 0; i < axis; ++i) a.outer *= s[i];
+  a.len = s[axis];
+  for (int i = axis + 1; i < s.rank(); ++i) a.inner *= s[i];
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The evaluation context: typed, checked access to one call's arguments by the op table's parameter names
+// ---------------------------------------------------------------------------------------------------------------
+
+class Ctx {
+ public:
+  Ctx(const OpDef& op, const RefCall& call) : op(op), call(call) {}
+  const OpDef& op;
+  const RefCall& call;
+
+  [[noreturn]] void fail(std::string_view param, std::string msg) const {
+    throw InvalidArgument(std::string(op.name), std::string(param), std::move(msg));
+  }
+
+  int index(std::string_view name) const {
+    int i = op.param_index(name);
+    if (i < 0 || size_t(i) >= call.args.size()) fail(name, "the reference evaluator expected this parameter");
+    return i;
+  }
+  template <class T>
+  const T& get(std::string_view name) const {
+    const T* v = std::get_if<T>(&call.args[size_t(index(name))]);
+    if (v == nullptr) fail(name, "has the wrong kind of value for its parameter role");
+    return *v;
+  }
+  const RefTensor& tensor(std::string_view n) const { return get<RefTensor>(n); }
+  const RefTensor* optional_tensor(std::string_view n) const {
+    if (std::holds_alternative<RefAbsent>(call.args[size_t(index(n))])) return nullptr;
+    return &get<RefTensor>(n);
+  }
+  const std::vector<RefTensor>& list(std::string_view n) const { return get<std::vector<RefTensor>>(n); }
+  int64_t integer(std::string_view n) const { return get<int64_t>(n); }
+  std::optional<int64_t> optional_integer(std::string_view n) const {
+    if (std::holds_alternative<RefAbsent>(call.args[size_t(index(n))])) return std::nullopt;
+    return get<int64_t>(n);
+  }
+  double scalar(std::string_view n) const { return get<double>(n); }
+  bool flag(std::string_view n) const { return get<bool>(n); }
+  const std::vector<int64_t>& ints(std::string_view n) const { return get<std::vector<int64_t>>(n); }
+  DType dtype(std::string_view n) const { return get<DType>(n); }
+  const std::vector<uint8_t>& bytes(std::string_view n) const { return get<std::vector<uint8_t>>(n); }
+
+  // A shape from caller data: rank <= kMaxRank, dims >= 0, at most kMaxElements elements.
+  Shape shape_from(std::string_view param, std::span<const int64_t> dims) const {
+    if (dims.size() > size_t(kMaxRank)) fail(param, fmt::format("rank {} is above {}", dims.size(), kMaxRank));
+    Shape s;
+    int64_t n = 1;
+    bool zero = false;
+    for (int64_t d : dims) {
+      if (d < 0) fail(param, fmt::format("negative dimension {}", d));
+      if (d == 0) zero = true;
+      else if (n > kMaxElements / d) fail(param, "too many elements");
+      else n *= d;
+      s.push_back(d);
+    }
+    if (!zero && n > kMaxElements) fail(param, "too many elements");
+    return s;
+  }
+
+  // An axis of a rank-r tensor; negative counts from the end.
+  int axis(std::string_view param, int64_t a, int rank) const {
+    if (a < -rank || a >= rank || rank == 0) fail(param, fmt::format("axis {} is out of range for rank {}", a, rank));
+    return int(a < 0 ? a + rank : a);
+  }
+
+  Shape broadcast(std::string_view param, const Shape& a, const Shape& b) const {
+    int r = std::max(a.rank(), b.rank());
+    Shape out;
+    for (int i = 0; i < r; ++i) {
+      int ia = i - (r - a.rank()), ib = i - (r - b.rank());
+      int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+      if (da != db && da != 1 && db != 1)
+        fail(param, fmt::format("shapes {} and {} do not broadcast", a.str(), b.str()));
+      out.push_back(da == 1 ? db : da);
+    }
+    return out;
+  }
+
+  // Two non-negative (or >= min) integers: stride, padding, kernel, output_size.
+  std::array<int64_t, 2> pair(std::string_view param, int64_t min) const {
+    const std::vector<int64_t>& v = ints(param);
+    if (v.size() != 2) fail(param, fmt::format("needs 2 values, got {}", v.size()));
+    for (int64_t x : v)
+      if (x < min || x > (int64_t(1) << 24)) fail(param, fmt::format("value {} is out of range", x));
+    return {v[0], v[1]};
+  }
+};
+
+// A result of `dt` and `shape`; magnitude and terms sized to match.
+RefResult make_result(DType dt, const Shape& shape) {
+  RefResult r;
+  r.value.dtype = dt;
+  r.value.shape = shape;
+  size_t n = size_t(shape.numel());
+  r.value.values.assign(n, 0.0);
+  r.magnitude.assign(n, 0.0);
+  r.terms.assign(n, 0);
+  return r;
+}
+
+// Sets magnitude = |value|, terms = 0 on every element: the convention for bitwise results.
+RefResult& exact_result(RefResult& r) {
+  for (size_t i = 0; i < r.value.values.size(); ++i) {
+    r.magnitude[i] = std::fabs(r.value.values[i]);
+    r.terms[i] = 0;
+  }
+  return r;
+}
+
+using EvalFn = RefResult (*)(const Ctx&);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------------------------------
+
+RefResult filled(const Ctx& c, double v) {
+  DType dt = c.dtype("dtype");
+  RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
+  std::fill(r.value.values.begin(), r.value.values.end(), convert(v, dt));
+  return exact_result(r);
+}
+RefResult ev_zeros(const Ctx& c) { return filled(c, 0.0); }
+RefResult ev_ones(const Ctx& c) { return filled(c, 1.0); }
+RefResult ev_full(const Ctx& c) { return filled(c, c.scalar("value")); }
+
+RefResult ev_arange(const Ctx& c) {
+  double start = c.scalar("start"), stop = c.scalar("stop"), step = c.scalar("step");
+  DType dt = c.dtype("dtype");
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    c.fail("start", "start, stop and step must be finite");
+  if (step == 0) c.fail("step", "must not be 0");
+  if (dt == DType::boolean) c.fail("dtype", "arange makes numbers: f32 or i32");
+  double count = std::ceil((stop - start) / step);
+  if (count > double(kMaxElements)) c.fail("stop", "too many elements");
+  int64_t n = count > 0 ? int64_t(count) : 0;
+  RefResult r = make_result(dt, Shape{n});
+  for (int64_t i = 0; i < n; ++i) r.value.values[size_t(i)] = convert(start + double(i) * step, dt);
+  return exact_result(r);
+}
+
+RefResult ev_from_data(const Ctx& c) {
+  DType dt = c.dtype("dtype");
+  Shape s = c.shape_from("shape", c.ints("shape"));
+  const std::vector<uint8_t>& b = c.bytes("data");
+  size_t width = dt == DType::boolean ? 1 : 4;
+  if (b.size() != size_t(s.numel()) * width)
+    c.fail("data", fmt::format("has {} bytes; {} elements of {} need {}", b.size(), s.numel(), dtype_name(dt),
+                               size_t(s.numel()) * width));
+  RefResult r = make_result(dt, s);
+  for (size_t i = 0; i < r.value.values.size(); ++i) {
+    // Little-endian, assembled byte by byte so the host's byte order does not matter.
+    uint32_t w = 0;
+    for (size_t k = 0; k < width; ++k) w |= uint32_t(b[i * width + k]) << (8 * k);
+    if (dt == DType::f32) {
+      float f;
+      std::memcpy(&f, &w, 4);
+      r.value.values[i] = f;
+    } else if (dt == DType::i32) {
+      r.value.values[i] = double(int32_t(w));
+    } else {
+      if (w > 1) c.fail("data", fmt::format("bool values must be 0 or 1, got {}", w));
+      r.value.values[i] = double(w);
+    }
+  }
+  return exact_result(r);
+}
+
+double uniform_24(uint32_t w) { return double(w >> 8) * 0x1p-24; }
+
+RefResult ev_rand(const Ctx& c) {
+  int64_t seed = c.integer("seed");
+  RefResult r = make_result(DType::f32, c.shape_from("shape", c.ints("shape")));
+  for (size_t i = 0; i < r.value.values.size(); ++i) r.value.values[i] = uniform_24(philox_word(seed, int64_t(i)));
+  return exact_result(r);
+}
+
+RefResult ev_randn(const Ctx& c) {
+  int64_t seed = c.integer("seed");
+  RefResult r = make_result(DType::f32, c.shape_from("shape", c.ints("shape")));
+  int64_t n = r.value.numel();
+  for (int64_t j = 0; 2 * j < n; ++j) {
+    double u1 = (double(philox_word(seed, 2 * j) >> 8) + 0.5) * 0x1p-24;
+    double u2 = uniform_24(philox_word(seed, 2 * j + 1));
+    double radius = std::sqrt(-2.0 * std::log(u1));
+    double angle = 2.0 * std::numbers::pi * u2;
+    double mag = radius * (1.0 + angle);  // see RefResult: the angle's own f32 rounding
+    r.value.values[size_t(2 * j)] = radius * std::cos(angle);
+    r.magnitude[size_t(2 * j)] = mag;
+    r.terms[size_t(2 * j)] = 1;
+    if (2 * j + 1 < n) {
+      r.value.values[size_t(2 * j + 1)] = radius * std::sin(angle);
+      r.magnitude[size_t(2 * j + 1)] = mag;
+      r.terms[size_t(2 * j + 1)] = 1;
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Elementwise
+// ---------------------------------------------------------------------------------------------------------------
+
+// f32: value = f(x), magnitude = |value| (exact ops and transcendentals alike); i32: value = g(x) (already wrapped).
+template <class F, class G>
+RefResult unary(const Ctx& c, F f, G g) {
+  const RefTensor& x = c.tensor("x");
+  RefResult r = make_result(x.dtype, x.shape);
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    double v = x.dtype == DType::f32 ? f(x.values[i]) : g(as_int(x.values[i]));
+    r.value.values[i] = v;
+    r.magnitude[i] = std::fabs(v);
+    r.terms[i] = x.dtype == DType::f32 ? 1 : 0;
+  }
+  return r;
+}
+double no_int(int64_t) { return std::numeric_limits<double>::quiet_NaN(); }  // the op accepts no i32
+
+RefResult ev_neg(const Ctx& c) {
+  return unary(c, [](double x) { return -x; }, [](int64_t x) { return wrap_i32(-x); });
+}
+RefResult ev_abs(const Ctx& c) {
+  return unary(c, [](double x) { return std::fabs(x); }, [](int64_t x) { return wrap_i32(x < 0 ? -x : x); });
+}
+RefResult ev_exp(const Ctx& c) { return unary(c, [](double x) { return std::exp(x); }, no_int); }
+RefResult ev_log(const Ctx& c) { return unary(c, [](double x) { return std::log(x); }, no_int); }
+RefResult ev_sqrt(const Ctx& c) { return unary(c, [](double x) { return std::sqrt(x); }, no_int); }
+RefResult ev_tanh(const Ctx& c) { return unary(c, [](double x) { return std::tanh(x); }, no_int); }
+RefResult ev_sigmoid(const Ctx& c) {
+  return unary(c, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, no_int);
+}
+RefResult ev_relu(const Ctx& c) {
+  return unary(c, [](double x) { return std::isnan(x) ? x : x > 0 ? x : 0.0; }, no_int);
+}
+RefResult ev_logical_not(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  RefResult r = make_result(DType::boolean, x.shape);
+  for (size_t i = 0; i < x.values.size(); ++i) r.value.values[i] = x.values[i] == 0 ? 1.0 : 0.0;
+  return exact_result(r);
+}
+
+// How a binary float op's magnitude is formed from its operands and exact value.
+enum class Mag { sum_abs, abs_value };
+
+// value = f(a, b) for f32 (magnitude per `mag`), g(a, b) for i32 (exact, wrapped by g).
+template <class F, class G>
+RefResult binary(const Ctx& c, F f, G g, Mag mag) {
+  const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
+  Shape out = c.broadcast("rhs", a.shape, b.shape);
+  std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
+  RefResult r = make_result(a.dtype, out);
+  for (size_t i = 0; i < sa.size(); ++i) {
+    double x = a.values[size_t(sa[i])], y = b.values[size_t(sb[i])];
+    if (a.dtype == DType::f32) {
+      double v = f(x, y);
+      r.value.values[i] = v;
+      r.magnitude[i] = mag == Mag::sum_abs ? std::fabs(x) + std::fabs(y) : std::fabs(v);
+      r.terms[i] = 1;
+    } else {
+      r.value.values[i] = g(as_int(x), as_int(y));
+      r.magnitude[i] = std::fabs(r.value.values[i]);
+    }
+  }
+  return r;
+}
+double no_int2(int64_t, int64_t) { return std::numeric_limits<double>::quiet_NaN(); }
+
+double nan_max(double x, double y) { return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::max(x, y); }
+double nan_min(double x, double y) { return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::min(x, y); }
+
+RefResult ev_add(const Ctx& c) {
+  return binary(c, [](double x, double y) { return x + y; }, [](int64_t x, int64_t y) { return wrap_i32(x + y); },
+                Mag::sum_abs);
+}
+RefResult ev_sub(const Ctx& c) {
+  return binary(c, [](double x, double y) { return x - y; }, [](int64_t x, int64_t y) { return wrap_i32(x - y); },
+                Mag::sum_abs);
+}
+RefResult ev_mul(const Ctx& c) {
+  return binary(c, [](double x, double y) { return x * y; }, [](int64_t x, int64_t y) { return wrap_i32(x * y); },
+                Mag::abs_value);
+}
+RefResult ev_div(const Ctx& c) { return binary(c, [](double x, double y) { return x / y; }, no_int2, Mag::abs_value); }
+RefResult ev_pow(const Ctx& c) {
+  return binary(c, [](double x, double y) { return std::pow(x, y); }, no_int2, Mag::abs_value);
+}
+RefResult ev_maximum(const Ctx& c) {
+  return binary(c, nan_max, [](int64_t x, int64_t y) { return double(std::max(x, y)); }, Mag::abs_value);
+}
+RefResult ev_minimum(const Ctx& c) {
+  return binary(c, nan_min, [](int64_t x, int64_t y) { return double(std::min(x, y)); }, Mag::abs_value);
+}
+
+// Bool out; the predicate sees exact values (f32 widened, i32 exact, bool 0/1), so IEEE NaN rules hold.
+template <class P>
+RefResult predicate(const Ctx& c, P p) {
+  const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
+  Shape out = c.broadcast("rhs", a.shape, b.shape);
+  std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
+  RefResult r = make_result(DType::boolean, out);
+  for (size_t i = 0; i < sa.size(); ++i) r.value.values[i] = p(a.values[size_t(sa[i])], b.values[size_t(sb[i])]) ? 1 : 0;
+  return exact_result(r);
+}
+RefResult ev_eq(const Ctx& c) { return predicate(c, [](double x, double y) { return x == y; }); }
+RefResult ev_ne(const Ctx& c) { return predicate(c, [](double x, double y) { return x != y; }); }
+RefResult ev_lt(const Ctx& c) { return predicate(c, [](double x, double y) { return x < y; }); }
+RefResult ev_le(const Ctx& c) { return predicate(c, [](double x, double y) { return x <= y; }); }
+RefResult ev_gt(const Ctx& c) { return predicate(c, [](double x, double y) { return x > y; }); }
+RefResult ev_ge(const Ctx& c) { return predicate(c, [](double x, double y) { return x >= y; }); }
+RefResult ev_logical_and(const Ctx& c) { return predicate(c, [](double x, double y) { return x != 0 && y != 0; }); }
+RefResult ev_logical_or(const Ctx& c) { return predicate(c, [](double x, double y) { return x != 0 || y != 0; }); }
+
+RefResult ev_where(const Ctx& c) {
+  const RefTensor &cond = c.tensor("cond"), &a = c.tensor("a"), &b = c.tensor("b");
+  Shape out = c.broadcast("a", cond.shape, a.shape);
+  out = c.broadcast("b", out, b.shape);
+  std::vector<int64_t> sc = broadcast_sources(cond.shape, out), sa = broadcast_sources(a.shape, out),
+                       sb = broadcast_sources(b.shape, out);
+  RefResult r = make_result(a.dtype, out);
+  for (size_t i = 0; i < sc.size(); ++i)
+    r.value.values[i] = cond.values[size_t(sc[i])] != 0 ? a.values[size_t(sa[i])] : b.values[size_t(sb[i])];
+  return exact_result(r);
+}
+
+RefResult ev_cast(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  DType dt = c.dtype("dtype");
+  RefResult r = make_result(dt, x.shape);
+  for (size_t i = 0; i < x.values.size(); ++i) r.value.values[i] = convert(x.values[i], dt);
+  return exact_result(r);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reductions
+// ---------------------------------------------------------------------------------------------------------------
+
+enum class Reduce { sum, mean, max, argmax };
+
+RefResult reduce(const Ctx& c, Reduce kind) {
+  const RefTensor& x = c.tensor("x");
+  std::optional<int64_t> axis_arg = c.optional_integer("axis");
+  bool keepdim = c.flag("keepdim");
+  AxisSplit sp;
+  Shape out;
+  if (axis_arg) {
+    int axis = c.axis("axis", *axis_arg, x.shape.rank());
+    sp = split_at(x.shape, axis);
+    for (int i = 0; i < x.shape.rank(); ++i)
+      if (i != axis) out.push_back(x.shape[i]);
+      else if (keepdim) out.push_back(1);
+  } else {
+    sp.len = x.numel();
+    if (keepdim)
+      for (int i = 0; i < x.shape.rank(); ++i) out.push_back(1);
+  }
+  bool picks = kind == Reduce::max || kind == Reduce::argmax;
+  if (picks && sp.len == 0) c.fail("x", fmt::format("{} of zero elements is undefined", c.op.name));
+  RefResult r = make_result(kind == Reduce::argmax ? DType::i32 : x.dtype, out);
+  for (int64_t o = 0; o < sp.outer; ++o) {
+    for (int64_t in = 0; in < sp.inner; ++in) {
+      size_t dst = size_t(o * sp.inner + in);
+      auto at = [&](int64_t k) { return x.values[size_t((o * sp.len + k) * sp.inner + in)]; };
+      if (picks) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < sp.len && !std::isnan(at(best)); ++k)
+          if (std::isnan(at(k)) || at(k) > at(best)) best = k;
+        r.value.values[dst] = kind == Reduce::argmax ? double(best) : at(best);
+        r.magnitude[dst] = std::fabs(r.value.values[dst]);
+      } else if (x.dtype == DType::i32) {
+        uint64_t acc = 0;  // modular: the wrapped i32 sum does not depend on the order
+        for (int64_t k = 0; k < sp.len; ++k) acc += uint64_t(as_int(at(k)));
+        r.value.values[dst] = wrap_i32(int64_t(acc));
+        r.magnitude[dst] = std::fabs(r.value.values[dst]);
+      } else {
+        double s = 0, m = 0;
+        for (int64_t k = 0; k < sp.len; ++k) {
+          s += at(k);
+          m += std::fabs(at(k));
+        }
+        if (kind == Reduce::mean) {
+          s /= double(sp.len);  // 0/0 = NaN for an empty mean
+          m /= double(std::max<int64_t>(sp.len, 1));
+        }
+        r.value.values[dst] = s;
+        r.magnitude[dst] = m;
+        r.terms[dst] = sp.len;
+      }
+    }
+  }
+  return r;
+}
+RefResult ev_sum(const Ctx& c) { return reduce(c, Reduce::sum); }
+RefResult ev_mean(const Ctx& c) { return reduce(c, Reduce::mean); }
+RefResult ev_max(const Ctx& c) { return reduce(c, Reduce::max); }
+RefResult ev_argmax(const Ctx& c) { return reduce(c, Reduce::argmax); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// matmul
+// ---------------------------------------------------------------------------------------------------------------
+
+RefResult ev_matmul(const Ctx& c) {
+  const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
+  if (a.shape.rank() < 2) c.fail("lhs", "needs rank >= 2");
+  if (b.shape.rank() < 2) c.fail("rhs", "needs rank >= 2");
+  int ra = a.shape.rank(), rb = b.shape.rank();
+  int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], k2 = b.shape[rb - 2], n = b.shape[rb - 1];
+  if (k != k2) c.fail("rhs", fmt::format("inner dimensions differ: {} vs {}", k, k2));
+  Shape ba, bb;
+  for (int i = 0; i < ra - 2; ++i) ba.push_back(a.shape[i]);
+  for (int i = 0; i < rb - 2; ++i) bb.push_back(b.shape[i]);
+  Shape batch = c.broadcast("rhs", ba, bb);
+  if (batch.rank() + 2 > kMaxRank) c.fail("rhs", "result rank is above the maximum");
+  std::vector<int64_t> src_a = broadcast_sources(ba, batch), src_b = broadcast_sources(bb, batch);
+  Shape out = batch;
+  out.push_back(m);
+  out.push_back(n);
+  RefResult r = make_result(DType::f32, out);
+  for (size_t bi = 0; bi < src_a.size(); ++bi) {
+    const double* pa = a.values.data() + src_a[bi] * m * k;
+    const double* pb = b.values.data() + src_b[bi] * k * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0, mag = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          double p = pa[i * k + t] * pb[t * n + j];
+          s += p;
+          mag += std::fabs(p);
+        }
+        size_t dst = size_t((int64_t(bi) * m + i) * n + j);
+        r.value.values[dst] = s;
+        r.magnitude[dst] = mag;
+        r.terms[dst] = k;
+      }
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Layout: data movement, exact
+// ---------------------------------------------------------------------------------------------------------------
+
+RefResult ev_reshape(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  std::vector<int64_t> dims = c.ints("shape");
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1) {
+      if (infer >= 0) c.fail("shape", "only one dimension may be -1");
+      infer = int(i);
+    } else if (dims[i] < 0) {
+      c.fail("shape", fmt::format("negative dimension {}", dims[i]));
+    } else {
+      if (dims[i] != 0 && known > kMaxElements / dims[i]) c.fail("shape", "too many elements");
+      known *= dims[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known != 0) c.fail("shape", "cannot infer the -1 dimension");
+    dims[size_t(infer)] = x.numel() / known;
+  }
+  Shape s = c.shape_from("shape", dims);
+  if (s.numel() != x.numel())
+    c.fail("shape", fmt::format("{} has {} elements, x has {}", s.str(), s.numel(), x.numel()));
+  RefResult r = make_result(x.dtype, s);
+  r.value.values = x.values;
+  return exact_result(r);
+}
+
+RefResult ev_permute(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  const std::vector<int64_t>& dims = c.ints("dims");
+  int rank = x.shape.rank();
+  if (int(dims.size()) != rank) c.fail("dims", "needs one entry per axis of x");
+  std::array<bool, kMaxRank> seen{};
+  Shape out;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank || seen[size_t(d)]) c.fail("dims", "is not a permutation of the axes of x");
+    seen[size_t(d)] = true;
+    out.push_back(x.shape[int(d)]);
+  }
+  Index xs = strides_of(x.shape);
+  Index st{};  // out axis i walks x axis dims[i]
+  for (int i = 0; i < rank; ++i) st[size_t(i)] = xs[size_t(dims[size_t(i)])];
+  RefResult r = make_result(x.dtype, out);
+  Index idx{};
+  for (size_t e = 0; e < r.value.values.size(); ++e) {
+    r.value.values[e] = x.values[size_t(offset_of(idx, st, rank))];
+    next_index(idx, out);
+  }
+  return exact_result(r);
+}
+
+RefResult ev_slice(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  const std::vector<int64_t>&starts = c.ints("starts"), &stops = c.ints("stops"), &steps = c.ints("steps");
+  int rank = x.shape.rank();
+  if (int(starts.size()) != rank) c.fail("starts", "needs one entry per axis of x");
+  if (int(stops.size()) != rank) c.fail("stops", "needs one entry per axis of x");
+  if (int(steps.size()) != rank) c.fail("steps", "needs one entry per axis of x");
+  Shape out;
+  for (int i = 0; i < rank; ++i) {
+    int64_t start = starts[size_t(i)], stop = stops[size_t(i)], step = steps[size_t(i)], dim = x.shape[i];
+    if (step < 1) c.fail("steps", "every step must be >= 1");
+    if (start < 0 || start > dim) c.fail("starts", fmt::format("start {} is outside [0, {}]", start, dim));
+    if (stop < start || stop > dim) c.fail("stops", fmt::format("stop {} is outside [{}, {}]", stop, start, dim));
+    int64_t count = 0;
+    for (int64_t p = start; p < stop; p += step) ++count;  // plainly: start, start+step, ... below stop
+    out.push_back(count);
+  }
+  Index xs = strides_of(x.shape);
+  RefResult r = make_result(x.dtype, out);
+  Index idx{};
+  for (size_t e = 0; e < r.value.values.size(); ++e) {
+    int64_t off = 0;
+    for (int i = 0; i < rank; ++i) off += (starts[size_t(i)] + idx[size_t(i)] * steps[size_t(i)]) * xs[size_t(i)];
+    r.value.values[e] = x.values[size_t(off)];
+    next_index(idx, out);
+  }
+  return exact_result(r);
+}
+
+RefResult ev_expand(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  Shape target = c.shape_from("shape", c.ints("shape"));
+  if (target.rank() < x.shape.rank()) c.fail("shape", "has lower rank than x");
+  for (int i = 0; i < x.shape.rank(); ++i) {
+    int64_t d = x.shape[i], t = target[i + target.rank() - x.shape.rank()];
+    if (d != t && d != 1) c.fail("shape", fmt::format("cannot expand {} to {}", x.shape.str(), target.str()));
+  }
+  std::vector<int64_t> src = broadcast_sources(x.shape, target);
+  RefResult r = make_result(x.dtype, target);
+  for (size_t i = 0; i < src.size(); ++i) r.value.values[i] = x.values[size_t(src[i])];
+  return exact_result(r);
+}
+
+RefResult ev_cat(const Ctx& c) {
+  const std::vector<RefTensor>& ts = c.list("tensors");
+  if (ts.empty()) c.fail("tensors", "cat needs at least one tensor");
+  const RefTensor& first = ts[0];
+  int axis = c.axis("axis", c.integer("axis"), first.shape.rank());
+  Shape out = first.shape;
+  int64_t total = 0;
+  for (size_t j = 0; j < ts.size(); ++j) {
+    const Shape& s = ts[j].shape;
+    bool ok = s.rank() == first.shape.rank() && ts[j].dtype == first.dtype;
+    for (int i = 0; ok && i < s.rank(); ++i) ok = i == axis || s[i] == first.shape[i];
+    if (!ok) c.fail("tensors", fmt::format("tensors[{}] does not match tensors[0] outside axis {}", j, axis));
+    total += s[axis];
+  }
+  out[axis] = total;
+  c.shape_from("tensors", out.dims());
+  RefResult r = make_result(first.dtype, out);
+  AxisSplit sp = split_at(out, axis);
+  size_t dst = 0;
+  for (int64_t o = 0; o < sp.outer; ++o)
+    for (const RefTensor& t : ts) {
+      int64_t block = t.shape[axis] * sp.inner;
+      for (int64_t k = 0; k < block; ++k) r.value.values[dst++] = t.values[size_t(o * block + k)];
+    }
+  return exact_result(r);
+}
+
+RefResult ev_index_select(const Ctx& c) {
+  const RefTensor &x = c.tensor("x"), &index = c.tensor("index");
+  int axis = c.axis("axis", c.integer("axis"), x.shape.rank());
+  if (index.shape.rank() != 1) c.fail("index", "must be 1-D");
+  int64_t dim = x.shape[axis];
+  for (double v : index.values)
+    if (v < 0 || v >= double(dim)) c.fail("index", fmt::format("index {} is out of range [0, {})", v, dim));
+  Shape out = x.shape;
+  out[axis] = index.numel();
+  c.shape_from("index", out.dims());
+  AxisSplit sp = split_at(x.shape, axis);
+  RefResult r = make_result(x.dtype, out);
+  size_t dst = 0;
+  for (int64_t o = 0; o < sp.outer; ++o)
+    for (double v : index.values)
+      for (int64_t in = 0; in < sp.inner; ++in)
+        r.value.values[dst++] = x.values[size_t((o * sp.len + as_int(v)) * sp.inner + in)];
+  return exact_result(r);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// nn
+// ---------------------------------------------------------------------------------------------------------------
+
+RefResult ev_softmax(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  int axis = c.axis("axis", c.integer("axis"), x.shape.rank());
+  AxisSplit sp = split_at(x.shape, axis);
+  RefResult r = make_result(DType::f32, x.shape);
+  for (int64_t o = 0; o < sp.outer; ++o) {
+    for (int64_t in = 0; in < sp.inner; ++in) {
+      auto at = [&](int64_t k) { return size_t((o * sp.len + k) * sp.inner + in); };
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < sp.len; ++k) m = nan_max(m, x.values[at(k)]);
+      double s = 0;
+      for (int64_t k = 0; k < sp.len; ++k) s += std::exp(x.values[at(k)] - m);
+      double spread = 0;  // sum_j p_j |x_j - m|: how far the rounding of each x_j - m moves the sum
+      for (int64_t k = 0; k < sp.len; ++k) {
+        double p = std::exp(x.values[at(k)] - m) / s;
+        r.value.values[at(k)] = p;
+        spread += p * std::fabs(x.values[at(k)] - m);
+      }
+      for (int64_t k = 0; k < sp.len; ++k) {
+        double p = r.value.values[at(k)];
+        r.magnitude[at(k)] = std::fabs(p) * (1.0 + std::fabs(x.values[at(k)] - m) + spread);
+        r.terms[at(k)] = sp.len;
+      }
+    }
+  }
+  return r;
+}
+
+// The spatial output size of a window; fails when the window does not fit the padded input.
+int64_t window_count(const Ctx& c, std::string_view param, int64_t in, int64_t k, int64_t s, int64_t pad) {
+  int64_t span = in + 2 * pad - k;
+  if (span < 0) c.fail(param, fmt::format("window {} does not fit the padded size {}", k, in + 2 * pad));
+  return span / s + 1;
+}
+
+RefResult ev_conv2d(const Ctx& c) {
+  const RefTensor &x = c.tensor("input"), &w = c.tensor("weight");
+  const RefTensor* bias = c.optional_tensor("bias");
+  if (x.shape.rank() != 4) c.fail("input", "must be [N, C, H, W]");
+  if (w.shape.rank() != 4) c.fail("weight", "must be [O, C, kh, kw]");
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t O = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+  if (w.shape[1] != C) c.fail("weight", "input channels differ from the input's");
+  if (kh == 0 || kw == 0) c.fail("weight", "kernel dimensions must be at least 1");
+  if (bias && (bias->shape.rank() != 1 || bias->shape[0] != O)) c.fail("bias", fmt::format("must be [{}]", O));
+  auto [sh, sw] = c.pair("stride", 1);
+  auto [ph, pw] = c.pair("padding", 0);
+  int64_t Ho = window_count(c, "weight", H, kh, sh, ph), Wo = window_count(c, "weight", W, kw, sw, pw);
+  Shape out = c.shape_from("input", std::array<int64_t, 4>{N, O, Ho, Wo});
+  RefResult r = make_result(DType::f32, out);
+  size_t dst = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow, ++dst) {
+          double s = 0, mag = 0;
+          for (int64_t ch = 0; ch < C; ++ch)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t y = oh * sh - ph + i, xx = ow * sw - pw + j;
+                if (y < 0 || y >= H || xx < 0 || xx >= W) continue;  // zero padding contributes 0
+                double p = x.values[size_t(((n * C + ch) * H + y) * W + xx)] *
+                           w.values[size_t(((o * C + ch) * kh + i) * kw + j)];
+                s += p;
+                mag += std::fabs(p);
+              }
+          if (bias) {
+            s += bias->values[size_t(o)];
+            mag += std::fabs(bias->values[size_t(o)]);
+          }
+          r.value.values[dst] = s;
+          r.magnitude[dst] = mag;
+          r.terms[dst] = C * kh * kw + (bias ? 1 : 0);
+        }
+  return r;
+}
+
+RefResult ev_unfold(const Ctx& c) {
+  const RefTensor& x = c.tensor("input");
+  if (x.shape.rank() != 4) c.fail("input", "must be [N, C, H, W]");
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  auto [kh, kw] = c.pair("kernel", 1);
+  auto [sh, sw] = c.pair("stride", 1);
+  auto [ph, pw] = c.pair("padding", 0);
+  int64_t Ho = window_count(c, "kernel", H, kh, sh, ph), Wo = window_count(c, "kernel", W, kw, sw, pw);
+  Shape out = c.shape_from("input", std::array<int64_t, 3>{N, C * kh * kw, Ho * Wo});
+  RefResult r = make_result(DType::f32, out);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          int64_t row = ch * kh * kw + i * kw + j;
+          for (int64_t oh = 0; oh < Ho; ++oh)
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              int64_t y = oh * sh - ph + i, xx = ow * sw - pw + j;
+              double v = (y < 0 || y >= H || xx < 0 || xx >= W) ? 0.0 : x.values[size_t(((n * C + ch) * H + y) * W + xx)];
+              r.value.values[size_t((n * C * kh * kw + row) * Ho * Wo + oh * Wo + ow)] = v;
+            }
+        }
+  return exact_result(r);
+}
+
+RefResult ev_fold(const Ctx& c) {
+  const RefTensor& x = c.tensor("input");
+  if (x.shape.rank() != 3) c.fail("input", "must be [N, C*kh*kw, L]");
+  auto [H, W] = c.pair("output_size", 0);
+  auto [kh, kw] = c.pair("kernel", 1);
+  auto [sh, sw] = c.pair("stride", 1);
+  auto [ph, pw] = c.pair("padding", 0);
+  int64_t N = x.shape[0], rows = x.shape[1], L = x.shape[2];
+  if (rows % (kh * kw) != 0) c.fail("input", "dimension 1 is not a multiple of kh*kw");
+  int64_t C = rows / (kh * kw);
+  int64_t Ho = window_count(c, "kernel", H, kh, sh, ph), Wo = window_count(c, "kernel", W, kw, sw, pw);
+  if (Ho * Wo != L) c.fail("input", fmt::format("has L = {} patches; the window gives {}", L, Ho * Wo));
+  Shape out = c.shape_from("output_size", std::array<int64_t, 4>{N, C, H, W});
+  RefResult r = make_result(DType::f32, out);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          for (int64_t oh = 0; oh < Ho; ++oh)
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              int64_t y = oh * sh - ph + i, xx = ow * sw - pw + j;
+              if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+              double v = x.values[size_t((n * rows + ch * kh * kw + i * kw + j) * L + oh * Wo + ow)];
+              size_t dst = size_t(((n * C + ch) * H + y) * W + xx);
+              r.value.values[dst] += v;
+              r.magnitude[dst] += std::fabs(v);
+              r.terms[dst] += 1;
+            }
+  return r;
+}
+
+RefResult ev_to(const Ctx& c) {
+  const RefTensor& x = c.tensor("x");
+  (void)c.get<Device>("device");
+  RefResult r = make_result(x.dtype, x.shape);
+  r.value.values = x.values;
+  return exact_result(r);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The evaluator table, checked against kOpTable
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Entry {
+  std::string_view name;
+  EvalFn fn;
+};
+constexpr Entry kEvaluators[] = {
+    {"zeros", ev_zeros},         {"ones", ev_ones},
+    {"full", ev_full},           {"arange", ev_arange},
+    {"from_data", ev_from_data}, {"rand", ev_rand},
+    {"randn", ev_randn},         {"neg", ev_neg},
+    {"abs", ev_abs},             {"exp", ev_exp},
+    {"log", ev_log},             {"sqrt", ev_sqrt},
+    {"tanh", ev_tanh},           {"sigmoid", ev_sigmoid},
+    {"relu", ev_relu},           {"add", ev_add},
+    {"sub", ev_sub},             {"mul", ev_mul},
+    {"div", ev_div},             {"pow", ev_pow},
+    {"maximum", ev_maximum},     {"minimum", ev_minimum},
+    {"eq", ev_eq},               {"ne", ev_ne},
+    {"lt", ev_lt},               {"le", ev_le},
+    {"gt", ev_gt},               {"ge", ev_ge},
+    {"logical_and", ev_logical_and}, {"logical_or", ev_logical_or},
+    {"logical_not", ev_logical_not}, {"where", ev_where},
+    {"cast", ev_cast},           {"sum", ev_sum},
+    {"mean", ev_mean},           {"max", ev_max},
+    {"argmax", ev_argmax},       {"matmul", ev_matmul},
+    {"reshape", ev_reshape},     {"permute", ev_permute},
+    {"slice", ev_slice},         {"expand", ev_expand},
+    {"cat", ev_cat},             {"index_select", ev_index_select},
+    {"softmax", ev_softmax},     {"conv2d", ev_conv2d},
+    {"unfold", ev_unfold},       {"fold", ev_fold},
+    {"to", ev_to},
+};
+
+constexpr int evaluator_of(std::string_view name) {
+  for (size_t i = 0; i < std::size(kEvaluators); ++i)
+    if (kEvaluators[i].name == name) return int(i);
+  return -1;
+}
+constexpr bool every_op_has_one_evaluator() {
+  for (const OpDef& op : kOpTable)
+    if (evaluator_of(op.name) < 0) return false;
+  for (const Entry& e : kEvaluators) {
+    int found = 0;
+    for (const OpDef& op : kOpTable) found += op.name == e.name;
+    if (found != 1) return false;
+  }
+  return std::size(kEvaluators) == kOpTable.size();
+}
+static_assert(every_op_has_one_evaluator(),
+              "every op of kOpTable needs exactly one evaluator in kEvaluators (harness/reference/reference.cpp)");
+
+// Indexed by OpId, built by iterating kOpTable.
+constexpr std::array<EvalFn, kNumOps> kByOp = [] {
+  std::array<EvalFn, kNumOps> t{};
+  for (size_t i = 0; i < kOpTable.size(); ++i) {
+    int e = evaluator_of(kOpTable[i].name);
+    t[i] = e >= 0 ? kEvaluators[size_t(e)].fn : nullptr;
+  }
+  return t;
+}();
+
+bool role_matches(ParamRole role, const RefArg& a) {
+  switch (role) {
+    case ParamRole::tensor: return std::holds_alternative<RefTensor>(a);
+    case ParamRole::optional_tensor: return std::holds_alternative<RefTensor>(a) || std::holds_alternative<RefAbsent>(a);
+    case ParamRole::tensor_list: return std::holds_alternative<std::vector<RefTensor>>(a);
+    case ParamRole::int_attr: return std::holds_alternative<int64_t>(a);
+    case ParamRole::optional_int_attr: return std::holds_alternative<int64_t>(a) || std::holds_alternative<RefAbsent>(a);
+    case ParamRole::float_attr: return std::holds_alternative<double>(a);
+    case ParamRole::bool_attr: return std::holds_alternative<bool>(a);
+    case ParamRole::int_list_attr: return std::holds_alternative<std::vector<int64_t>>(a);
+    case ParamRole::dtype_attr: return std::holds_alternative<DType>(a);
+    case ParamRole::device_attr: return std::holds_alternative<Device>(a);
+    case ParamRole::bytes_attr: return std::holds_alternative<std::vector<uint8_t>>(a);
+  }
+  return false;
+}
+
+// The table-driven checks every op shares: argument count and roles, tensors' value counts, accepted dtypes and
+// same-dtype groups (the op table's declarations, not the output rules).
+void check_call(const Ctx& c) {
+  const OpDef& op = c.op;
+  if (c.call.args.size() != size_t(op.num_params))
+    c.fail("", fmt::format("takes {} arguments, got {}", op.num_params, c.call.args.size()));
+  std::array<int, kMaxParams + 1> group{};
+  group.fill(-1);
+  auto check_tensor = [&](const ParamDef& p, const RefTensor& t, std::string_view name) {
+    if (t.values.size() != size_t(t.shape.numel()))
+      c.fail(name, fmt::format("holds {} values for shape {}", t.values.size(), t.shape.str()));
+    if (!p.dtypes.contains(t.dtype))
+      c.fail(name, fmt::format("is {}, the op accepts {}", dtype_name(t.dtype), p.dtypes.str()));
+    if (p.same_dtype_group) {
+      int& g = group[p.same_dtype_group];
+      if (g >= 0 && g != int(t.dtype)) c.fail(name, "must have the same dtype as the op's other tensors");
+      g = int(t.dtype);
+    }
+  };
+  for (int i = 0; i < op.num_params; ++i) {
+    const ParamDef& p = op.params[size_t(i)];
+    const RefArg& a = c.call.args[size_t(i)];
+    if (!role_matches(p.role, a))
+      c.fail(p.name, fmt::format("expected a {} argument", param_role_name(p.role)));
+    if (const RefTensor* t = std::get_if<RefTensor>(&a)) check_tensor(p, *t, p.name);
+    if (const auto* l = std::get_if<std::vector<RefTensor>>(&a))
+      for (const RefTensor& t : *l) check_tensor(p, t, p.name);
+  }
+}
+
+}  // namespace
+
+RefResult evaluate(const RefCall& call) {
+  if (call.op >= kOpTable.size())
+    throw InvalidArgument("reference", "op", fmt::format("no op has id {}", call.op));
+  Ctx c(op_def(call.op), call);
+  check_call(c);
+  return kByOp[call.op](c);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The bound (Note [The bound, and the rounding of the output])
+// ---------------------------------------------------------------------------------------------------------------
+
+double allowed_error(const ErrorBound& bound, double exact, double magnitude, int64_t terms, double tiny) {
+  if (bound.bitwise) return 0;
+  double k = double(bound.k_const) + double(bound.k_per_term) * double(terms);
+  return k * kEps * magnitude + kEps * std::fabs(exact) + tiny;
+}
+
+bool within_bound(const ErrorBound& bound, double got, double exact, double magnitude, int64_t terms, double tiny) {
+  if (std::isnan(got) || std::isnan(exact)) return std::isnan(got) && std::isnan(exact);
+  if (bound.bitwise) return got == exact;
+  double allowed = allowed_error(bound, exact, magnitude, terms, tiny);
+  if (std::isinf(exact)) return got == exact;
+  if (std::isinf(got))  // only a true overflow of the rounded result may come back infinite
+    return std::signbit(got) == std::signbit(exact) && std::fabs(exact) + allowed >= kF32Overflow;
+  return std::fabs(got - exact) <= allowed;
+}
+
+std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got) {
+  const RefTensor& want = expected.value;
+  if (got.dtype != want.dtype)
+    return Mismatch{-1, 0, 0, 0,
+                    fmt::format("dtype: got {}, expected {}", dtype_name(got.dtype), dtype_name(want.dtype))};
+  if (!(got.shape == want.shape))
+    return Mismatch{-1, 0, 0, 0, fmt::format("shape: got {}, expected {}", got.shape.str(), want.shape.str())};
+  bool bitwise = compares_bitwise(op, want.dtype);
+  ErrorBound bound = bitwise ? ErrorBound{0, 0, true} : op.bound;
+  for (size_t i = 0; i < want.values.size(); ++i) {
+    double g = got.values[i], e = want.values[i], m = expected.magnitude[i];
+    int64_t t = expected.terms[i];
+    if (!within_bound(bound, g, e, m, t)) {
+      double allowed = allowed_error(bound, e, m, t);
+      return Mismatch{int64_t(i), g, e, allowed,
+                      bitwise ? fmt::format("element {}: got {}, expected exactly {}", i, g, e)
+                              : fmt::format("element {}: got {}, exact {}, allowed error {:.3g} (magnitude {:.6g}, "
+                                            "{} terms, |diff| {:.3g})",
+                                            i, g, e, allowed, m, t, std::fabs(g - e))};
+    }
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Philox4x32-10
+// ---------------------------------------------------------------------------------------------------------------
+
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> x, std::array<uint32_t, 2> key) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += 0x9E3779B9u;
+      key[1] += 0xBB67AE85u;
+    }
+    uint64_t p0 = uint64_t(0xD2511F53u) * x[0];
+    uint64_t p1 = uint64_t(0xCD9E8D57u) * x[2];
+    x = {uint32_t(p1 >> 32) ^ x[1] ^ key[0], uint32_t(p1), uint32_t(p0 >> 32) ^ x[3] ^ key[1], uint32_t(p0)};
+  }
+  return x;
+}
+
+uint32_t philox_word(int64_t seed, int64_t i) {
+  uint64_t block = uint64_t(i) / 4, s = uint64_t(seed);
+  std::array<uint32_t, 4> w =
+      philox4x32_10({uint32_t(block), uint32_t(block >> 32), 0, 0}, {uint32_t(s), uint32_t(s >> 32)});
+  return w[size_t(uint64_t(i) % 4)];
+}
+
+std::vector<std::string> evaluator_table_problems() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (kByOp[i] == nullptr) out.push_back(fmt::format("op `{}` has no evaluator", kOpTable[i].name));
+  for (const Entry& e : kEvaluators)
+    if (find_op(e.name) < 0) out.push_back(fmt::format("evaluator `{}` names no op", e.name));
+  return out;
+}
 
 }  // namespace crossfire::reference

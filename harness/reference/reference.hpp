@@ -1,12 +1,28 @@
 // The f64 reference evaluator: every op of the op table computed with plain loops in double precision on host
-// values. It shares no code with any backend's kernels (it is what they are checked against); it uses only the op
-// table's metadata (names, parameters) and the output rules' shapes. Tests use it for expected values; the
-// harness's agreement and gradient oracles use it as their exact model (contract section 6).
+// values. It shares no code with any backend's kernels (it is what they are checked against) and none with the
+// op table's output rules: it reads only the op table's metadata (names, parameters, accepted dtypes) and works out
+// every output shape itself, so a wrong output rule and a wrong kernel both show up as a disagreement. Tests use it
+// for expected values; the harness's agreement and gradient oracles use it as their exact model (contract
+// section 6).
+//
+// Note [What the reference computes]
+// The semantics are the op table's doc strings, read literally:
+// - i32 add/sub/mul/neg/abs/sum wrap two's complement; cast (and `full`/`arange` into i32) truncates toward zero,
+//   saturates at INT32_MIN/INT32_MAX and sends NaN to 0; anything -> bool is x != 0 (so NaN -> true).
+// - maximum/minimum/max propagate NaN; argmax is the first maximal element, or the first NaN if there is one;
+//   relu(NaN) = NaN; compares follow IEEE (NaN == NaN is false, NaN != NaN is true).
+// - mean of zero elements is 0/0 = NaN; sum of zero elements is 0.
+// - f32 results of bitwise ops (creation, data movement, cast, where, maximum, ...) are the f64 value rounded to
+//   nearest f32 once, so they compare exactly; every other float result is the exact f64 value (not rounded).
+// - rand/randn use Philox4x32-10 as the doc string specifies; randn's u1 = ((w >> 8) + 0.5) * 2^-24 needs 25
+//   significant bits, so it is evaluated in f64 exactly as written (a kernel that forms u1 in f32 rounds it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -45,22 +61,66 @@ struct RefCall {
   static RefCall from(OpId op, const ArgPack& args);
 };
 
-// The exact result and, per element, the magnitude and term count that contract section 6's bound needs:
-// |got - value| <= (k_const + k_per_term * terms) * eps_f32 * magnitude + tiny.
+// The exact result and, per element, the magnitude and term count that contract section 6's bound needs.
+// For float results: `magnitude` is the f64 sum of |terms| that formed the element (|a|+|b| for add/sub, |a*b| for
+// mul, |a/b| for div, sum |a_i*b_i| for matmul and conv2d (+|bias|), sum |x_i| for sum/fold, sum |x_i| / n for
+// mean, |exact| for unary transcendentals and pow), and `terms` the number of terms summed (1 for elementwise ops,
+// the reduction length for sum/mean/matmul/conv2d/softmax/fold). Two ops need a word more:
+// - softmax: magnitude = p_i * (1 + |x_i - m| + sum_j p_j |x_j - m|), m the max: an f32 kernel rounds each
+//   x_j - m before exp, which moves exp(x_j - m) by up to eps*|x_j - m| relatively; terms = the axis length.
+// - randn: magnitude = r * (1 + 2*pi*u2), r the Box-Muller radius: any f32 evaluation rounds the angle 2*pi*u2,
+//   which moves cos/sin by up to eps*2*pi*u2 absolutely, however small the result is.
+// For bitwise results (integer, bool, data movement) magnitude is |value| and terms is 0; they compare exactly.
 struct RefResult {
   RefTensor value;
-  std::vector<double> magnitude;  // sum of |terms| that formed each element (|a|+|b| for add, sum|a_i*b_i| ...)
-  std::vector<int64_t> terms;     // number of terms summed into each element (1 for elementwise ops)
+  std::vector<double> magnitude;
+  std::vector<int64_t> terms;
 };
 
 // Evaluates one op. Shapes are worked out here, independently of the op table's output rules. A call the
-// evaluator cannot evaluate (an invalid shape or attribute) raises InvalidArgument; oracles feed it valid calls.
+// evaluator cannot evaluate (a wrong kind of argument, a dtype the op does not accept, an invalid shape or
+// attribute, an index out of range) raises InvalidArgument naming the op and the parameter; oracles feed it valid
+// calls.
 RefResult evaluate(const RefCall& call);
 
-// Whether a float result element is within contract section 6's bound; NaN must match NaN, infinities must
-// match in sign. `tiny` absorbs underflow (default: the smallest normal f32).
+// Note [The bound, and the rounding of the output]
+// A float element passes when
+//   |got - exact| <= (k_const + k_per_term * terms) * eps * magnitude + eps * |exact| + tiny,   eps = 2^-23.
+// The first part is the op's own rounding errors (contract section 6). The second is one extra eps of |exact|
+// for the single rounding of the result to f32: `exact` is the unrounded f64 value, so even a perfect kernel is
+// up to half an ulp from it, and ops whose k counts only their internal steps (or a backend that rounds toward
+// zero when it stores) would otherwise fail by that rounding alone. It is redundant but harmless where magnitude
+// >= |exact| already covers it. `tiny` (default: the smallest normal f32) absorbs results in the subnormal range,
+// which a backend may flush to zero.
+// NaN must match NaN. An infinity must match an infinity of the same sign, except that a finite exact value whose
+// f32 rounding (allowing the bound) overflows may come back as the infinity of its sign.
+// Bitwise ops (bound.bitwise, and every non-f32 output) compare by value exactly: NaN matches NaN (any payload) and
+// +0 matches -0, since maximum/minimum of +0 and -0 are not pinned down by the op table.
 bool within_bound(const ErrorBound& bound, double got, double exact, double magnitude, int64_t terms,
                   double tiny = 1.1754943508222875e-38);
-double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, double tiny = 1.1754943508222875e-38);
+double allowed_error(const ErrorBound& bound, double exact, double magnitude, int64_t terms,
+                     double tiny = 1.1754943508222875e-38);
+
+// Whether an output element of `op` with dtype `dt` must match exactly.
+inline bool compares_bitwise(const OpDef& op, DType dt) { return op.bound.bitwise || dt != DType::f32; }
+
+// The first disagreement between a backend's result and the reference, for reports: element `index` (-1 when the
+// dtype or shape already differ, explained in `what`), both values and the allowed error.
+struct Mismatch {
+  int64_t index = -1;
+  double got = 0, exact = 0, allowed = 0;
+  std::string what;  // one line: "element 3: got 1.5, exact 1.25, allowed 2.9e-07 (magnitude 2.5, 1 term)"
+};
+std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got);
+
+// Philox4x32-10 (Salmon et al. 2011), written here from the paper so that rand/randn are checked against an
+// independent generator: ten rounds, multipliers 0xD2511F53 / 0xCD9E8D57, key increments 0x9E3779B9 / 0xBB67AE85.
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// Word i of rand's stream for `seed` (op table: word i%4 of the block for counter (lo32(i/4), hi32(i/4), 0, 0)).
+uint32_t philox_word(int64_t seed, int64_t i);
+
+// Ops of kOpTable that have no evaluator, and evaluator names that are no op (both empty in a healthy build; a
+// static_assert in reference.cpp already refuses to compile otherwise, and a test checks it too).
+std::vector<std::string> evaluator_table_problems();
 
 }  // namespace crossfire::reference

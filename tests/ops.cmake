@@ -1,0 +1,7 @@
+# Per-op forward tests (contract section 6) on every backend: every op of the op table against the f64 reference
+# evaluator (harness/reference), small hand-worked cases per family, and the reference evaluator's own tests.
+crossfire_backend_test(ops AREA ops
+                       SOURCES ${CMAKE_CURRENT_LIST_DIR}/ops_cases.cpp
+                               ${CMAKE_CURRENT_LIST_DIR}/ops_forward_test.cpp
+                               ${CMAKE_CURRENT_LIST_DIR}/ops_hand_test.cpp
+                               ${CMAKE_CURRENT_LIST_DIR}/ops_reference_test.cpp)

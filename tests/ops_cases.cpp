@@ -1,0 +1,462 @@
+#include "ops_cases.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace crossfire::testing::ops {
+
+namespace ref = crossfire::reference;
+
+// ---------------------------------------------------------------------------------------------------------------
+// CallBuilder
+// ---------------------------------------------------------------------------------------------------------------
+
+CallBuilder& CallBuilder::tensor(Tensor t) {
+  tensors_.push_back(std::move(t));
+  pack_.push(Arg::of(tensors_.back()));
+  return *this;
+}
+CallBuilder& CallBuilder::optional(std::optional<Tensor> t) {
+  if (!t) {
+    pack_.push(Arg::optional(nullptr));
+    return *this;
+  }
+  tensors_.push_back(std::move(*t));
+  pack_.push(Arg::optional(&tensors_.back()));
+  return *this;
+}
+CallBuilder& CallBuilder::list(std::vector<Tensor> ts) {
+  lists_.push_back(std::move(ts));
+  pack_.push(Arg::of(std::span<const Tensor>(lists_.back())));
+  return *this;
+}
+CallBuilder& CallBuilder::integer(int64_t v) {
+  pack_.push(Arg::integer(v));
+  return *this;
+}
+CallBuilder& CallBuilder::optional_integer(std::optional<int64_t> v) {
+  pack_.push(Arg::optional_integer(v.has_value(), v.value_or(0)));
+  return *this;
+}
+CallBuilder& CallBuilder::scalar(double v) {
+  pack_.push(Arg::scalar(v));
+  return *this;
+}
+CallBuilder& CallBuilder::flag(bool v) {
+  pack_.push(Arg::flag(v));
+  return *this;
+}
+CallBuilder& CallBuilder::ints(std::vector<int64_t> v) {
+  ints_.push_back(std::move(v));
+  pack_.push(Arg::of(IntList(ints_.back())));
+  return *this;
+}
+CallBuilder& CallBuilder::dtype(DType d) {
+  pack_.push(Arg::of(d));
+  return *this;
+}
+CallBuilder& CallBuilder::device(Device d) {
+  pack_.push(Arg::of(d));
+  return *this;
+}
+CallBuilder& CallBuilder::bytes(std::vector<uint8_t> b) {
+  bytes_.push_back(std::move(b));
+  pack_.push(Arg::of(std::span<const uint8_t>(bytes_.back())));
+  return *this;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Values
+// ---------------------------------------------------------------------------------------------------------------
+
+Tensor make_f32(const std::vector<float>& v, const std::vector<int64_t>& shape, Device d) {
+  return from_data(std::span<const float>(v), IntList(shape), d);
+}
+Tensor make_i32(const std::vector<int32_t>& v, const std::vector<int64_t>& shape, Device d) {
+  return from_data(std::span<const int32_t>(v), IntList(shape), d);
+}
+Tensor make_bool(const std::vector<uint8_t>& v, const std::vector<int64_t>& shape, Device d) {
+  return from_bool(std::span<const uint8_t>(v), IntList(shape), d);
+}
+
+double ValueSource::uniform() {
+  state_ ^= state_ >> 12;
+  state_ ^= state_ << 25;
+  state_ ^= state_ >> 27;
+  return double((state_ * 0x2545F4914F6CDD1Dull) >> 11) * 0x1p-53;
+}
+
+Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape, Domain domain,
+                           int64_t index_bound) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  if (dt == DType::f32) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+      double u = uniform();
+      switch (domain) {
+        case Domain::positive: x = float(0.125 + 3.875 * u); break;
+        case Domain::non_negative: x = u < 0.1 ? 0.0f : float(4 * u); break;
+        case Domain::non_zero: x = float((u < 0.5 ? -1 : 1) * (0.5 + 5 * std::fabs(u - 0.5))); break;
+        default: x = float(6 * u - 3); break;
+      }
+    }
+    return make_f32(v, shape, d);
+  }
+  if (dt == DType::i32) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v)
+      x = domain == Domain::index ? int32_t(uniform() * double(index_bound)) : int32_t(uniform() * 201) - 100;
+    return make_i32(v, shape, d);
+  }
+  std::vector<uint8_t> v(static_cast<size_t>(n));
+  for (uint8_t& x : v) x = uniform() < 0.5 ? 1 : 0;
+  return make_bool(v, shape, d);
+}
+
+namespace {
+
+using Shp = std::vector<int64_t>;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string shp(const Shp& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
+
+std::vector<DType> accepted(const ParamDef& p) {
+  std::vector<DType> out;
+  for (DType d : kAllDTypes)
+    if (p.dtypes.contains(d)) out.push_back(d);
+  return out;
+}
+
+// Special values of a dtype that lie inside `domain`, cycled to fill `n` elements.
+Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  if (dt == DType::f32) {
+    std::vector<float> pool;
+    switch (domain) {
+      // NaN lies in no domain but `any`.
+      case Domain::positive: pool = {1.0f, 1e-30f, 1e30f, float(kInf), 0.5f, 3.0f, 2e-38f}; break;
+      case Domain::non_negative: pool = {0.0f, 1e-30f, 1e30f, float(kInf), 2.0f, 0.25f, 2e-38f}; break;
+      case Domain::non_zero: pool = {1.0f, -1e-20f, 1e20f, -float(kInf), -3.0f, 0.75f, -2e-38f}; break;
+      default:
+        pool = {0.0f, -0.0f, float(kNaN), float(kInf), -float(kInf), 1e30f, -1e-30f, 2.5f, -2.5f, 88.0f, -100.0f};
+    }
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
+    return make_f32(v, shape, d);
+  }
+  if (dt == DType::i32) {
+    std::vector<int32_t> pool = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1, 0, 1,
+                                 65536, -46341, 7};
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
+    return make_i32(v, shape, d);
+  }
+  std::vector<uint8_t> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 3 == 1);
+  return make_bool(v, shape, d);
+}
+
+struct Gen {
+  OpId id;
+  const OpDef& op;
+  Device d, second;
+  ValueSource values;
+  Calls calls;
+
+  CallBuilder& add(std::string label) {
+    calls.push_back(std::make_unique<CallBuilder>(id, std::move(label)));
+    return *calls.back();
+  }
+  const ParamDef& param(int i) const { return op.params[size_t(i)]; }
+  Tensor random(DType dt, const Shp& s, Domain dom = Domain::any) { return values.tensor(d, dt, s, dom); }
+};
+
+void creation(Gen& g) {
+  std::string_view n = g.op.name;
+  std::vector<Shp> shapes = {{}, {0}, {5}, {2, 3}, {2, 1, 3}};
+  if (n == "zeros" || n == "ones") {
+    for (DType dt : kAllDTypes)
+      for (const Shp& s : shapes)
+        g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).ints(s).dtype(dt).device(g.d);
+  } else if (n == "full") {
+    for (DType dt : kAllDTypes)
+      for (double v : {2.5, -1.75, 0.0, -0.0, 3e9, -3e9, 1e-3, kNaN, kInf})
+        g.add(fmt::format("{} value {}", dtype_name(dt), v)).ints({2, 2}).scalar(v).dtype(dt).device(g.d);
+    g.add("f32 rank 0").ints({}).scalar(7).dtype(DType::f32).device(g.d);
+    g.add("f32 1/3 rounds").ints({3}).scalar(1.0 / 3.0).dtype(DType::f32).device(g.d);
+  } else if (n == "arange") {
+    struct R { double a, b, s; };
+    for (R r : {R{0, 5, 1}, R{0, 1, 0.1}, R{5, 0, -1.5}, R{0, 0, 1}, R{-2.5, 2.5, 0.5}, R{3, 1, 1}, R{0.5, 3.7, 1}})
+      for (DType dt : {DType::f32, DType::i32})
+        g.add(fmt::format("{} ({}, {}, {})", dtype_name(dt), r.a, r.b, r.s))
+            .scalar(r.a).scalar(r.b).scalar(r.s).dtype(dt).device(g.d);
+  } else if (n == "from_data") {
+    for (const Shp& s : shapes) {
+      int64_t cnt = 1;
+      for (int64_t x : s) cnt *= x;
+      std::vector<uint8_t> f(static_cast<size_t>(cnt) * 4), b(static_cast<size_t>(cnt));
+      for (size_t i = 0; i < f.size(); ++i) f[i] = uint8_t(i * 37 + 11);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(i % 2);
+      g.add(fmt::format("f32 {}", shp(s))).bytes(f).ints(s).dtype(DType::f32).device(g.d);
+      g.add(fmt::format("i32 {}", shp(s))).bytes(f).ints(s).dtype(DType::i32).device(g.d);
+      g.add(fmt::format("bool {}", shp(s))).bytes(b).ints(s).dtype(DType::boolean).device(g.d);
+    }
+  } else {  // rand, randn
+    for (int64_t seed : {int64_t(0), int64_t(42), int64_t(-1), int64_t(1) << 40})
+      for (const Shp& s : std::vector<Shp>{{}, {1}, {7}, {3, 5}, {0}})
+        g.add(fmt::format("seed {} {}", seed, shp(s))).ints(s).integer(seed).device(g.d);
+  }
+}
+
+void unary(Gen& g) {
+  const ParamDef& x = g.param(0);
+  for (DType dt : accepted(x)) {
+    for (const Shp& s : std::vector<Shp>{{}, {0}, {5}, {2, 3, 4}, {1, 0, 2}})
+      g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).tensor(g.random(dt, s, x.domain));
+    g.add(fmt::format("{} special values", dtype_name(dt))).tensor(specials(g.d, dt, x.domain, {11}));
+  }
+}
+
+void binary(Gen& g) {
+  const ParamDef &l = g.param(0), &r = g.param(1);
+  std::vector<std::pair<Shp, Shp>> shapes = {{{}, {}},         {{4}, {4}},       {{2, 1}, {3}}, {{2, 3}, {}},
+                                             {{}, {2, 3}},     {{4, 1, 3}, {2, 1}}, {{0, 3}, {3}}, {{2, 0}, {1}},
+                                             {{1, 2, 1, 2}, {3, 1, 1}}};
+  for (DType dt : accepted(l)) {
+    for (auto& [a, b] : shapes)
+      g.add(fmt::format("{} {} {}", dtype_name(dt), shp(a), shp(b)))
+          .tensor(g.random(dt, a, l.domain))
+          .tensor(g.random(dt, b, r.domain));
+    // Every special value against every other (outer product by broadcasting): NaN, infinities, signed zeros,
+    // i32 extremes for the wrapping ops.
+    g.add(fmt::format("{} special values", dtype_name(dt)))
+        .tensor(specials(g.d, dt, l.domain, {11, 1}))
+        .tensor(specials(g.d, dt, r.domain, {1, 11}));
+  }
+}
+
+void where(Gen& g) {
+  struct S { Shp c, a, b; };
+  for (DType dt : accepted(g.param(1)))
+    for (const S& s : {S{{2, 3}, {3}, {2, 1}}, S{{}, {2}, {2}}, S{{4}, {}, {}}, S{{0}, {1}, {}}, S{{2, 1, 3}, {2, 3}, {1}}})
+      g.add(fmt::format("{} {} {} {}", dtype_name(dt), shp(s.c), shp(s.a), shp(s.b)))
+          .tensor(g.random(DType::boolean, s.c))
+          .tensor(g.random(dt, s.a))
+          .tensor(g.random(dt, s.b));
+}
+
+void cast(Gen& g) {
+  for (DType from : accepted(g.param(0)))
+    for (DType to : kAllDTypes) {
+      for (const Shp& s : std::vector<Shp>{{}, {0}, {6}})
+        g.add(fmt::format("{} -> {} {}", dtype_name(from), dtype_name(to), shp(s))).tensor(g.random(from, s)).dtype(to);
+      g.add(fmt::format("{} -> {} special values", dtype_name(from), dtype_name(to)))
+          .tensor(specials(g.d, from, Domain::any, {11}))
+          .dtype(to);
+    }
+  // Truncation toward zero, saturation and NaN -> 0, and i32 values that f32 must round.
+  std::vector<float> f = {-1.75f, 1.75f, 2.5f, -2.5f, 0.999f, -0.999f, 3e9f, -3e9f, 2147483520.0f, 2147483648.0f,
+                          -2147483648.0f, float(kNaN), float(kInf), -float(kInf), -0.0f};
+  g.add("f32 -> i32 truncation and saturation").tensor(make_f32(f, {int64_t(f.size())}, g.d)).dtype(DType::i32);
+  g.add("f32 -> bool").tensor(make_f32(f, {int64_t(f.size())}, g.d)).dtype(DType::boolean);
+  std::vector<int32_t> i = {16777217, 16777219, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(),
+                            -16777217, 0};
+  g.add("i32 -> f32 rounding").tensor(make_i32(i, {int64_t(i.size())}, g.d)).dtype(DType::f32);
+}
+
+void reduce(Gen& g) {
+  bool picks = g.op.name == "max" || g.op.name == "argmax";
+  struct S { Shp s; std::optional<int64_t> axis; };
+  std::vector<S> cases = {{{}, std::nullopt}, {{5}, std::nullopt}, {{5}, 0},        {{2, 3}, 0},
+                          {{2, 3}, -1},       {{2, 3, 4}, 1},      {{2, 3, 4}, -3}, {{2, 3, 4}, std::nullopt},
+                          {{1, 7}, 1},        {{0, 3}, 1}};
+  if (!picks) {
+    cases.push_back({{0, 3}, 0});
+    cases.push_back({{0, 3}, std::nullopt});
+    cases.push_back({{0}, std::nullopt});
+  }
+  for (DType dt : accepted(g.param(0))) {
+    for (const S& c : cases)
+      for (bool keep : {false, true})
+        g.add(fmt::format("{} {} axis {} keepdim {}", dtype_name(dt), shp(c.s),
+                          c.axis ? std::to_string(*c.axis) : "all", keep))
+            .tensor(g.random(dt, c.s))
+            .optional_integer(c.axis)
+            .flag(keep);
+    // NaN, infinities, ties, i32 extremes (wrapping sums).
+    for (std::optional<int64_t> axis : {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(1)})
+      g.add(fmt::format("{} special values axis {}", dtype_name(dt), axis ? std::to_string(*axis) : "all"))
+          .tensor(specials(g.d, dt, Domain::any, {4, 3}))
+          .optional_integer(axis)
+          .flag(false);
+    if (dt == DType::f32) {
+      std::vector<float> ties = {1, 3, 3, 2, -0.0f, 0.0f, 5, float(kNaN), 5, float(kNaN), 1, 2};
+      for (std::optional<int64_t> axis : {std::optional<int64_t>(), std::optional<int64_t>(1)})
+        g.add(fmt::format("f32 ties and NaN axis {}", axis ? "1" : "all"))
+            .tensor(make_f32(ties, {3, 4}, g.d))
+            .optional_integer(axis)
+            .flag(false);
+    }
+  }
+}
+
+void matmul(Gen& g) {
+  std::vector<std::pair<Shp, Shp>> shapes = {{{2, 3}, {3, 4}},       {{1, 1}, {1, 1}},          {{3, 0}, {0, 2}},
+                                             {{0, 3}, {3, 2}},       {{2, 2, 3}, {3, 4}},       {{2, 3}, {4, 3, 2}},
+                                             {{2, 1, 2, 3}, {3, 3, 2}}, {{5, 2, 3}, {5, 3, 1}}, {{1, 17}, {17, 1}}};
+  for (auto& [a, b] : shapes)
+    g.add(fmt::format("{} x {}", shp(a), shp(b))).tensor(g.random(DType::f32, a)).tensor(g.random(DType::f32, b));
+}
+
+void layout(Gen& g) {
+  std::string_view n = g.op.name;
+  for (DType dt : accepted(g.param(0))) {
+    auto add = [&](const Shp& s, std::string what) -> CallBuilder& {
+      return g.add(fmt::format("{} {} {}", dtype_name(dt), shp(s), what)).tensor(g.random(dt, s));
+    };
+    if (n == "reshape") {
+      std::vector<std::pair<Shp, Shp>> c = {{{2, 3}, {3, 2}}, {{6}, {-1}},  {{2, 3}, {3, -1}}, {{}, {1, 1}},
+                                            {{1}, {}},        {{0, 3}, {3, 0}}, {{2, 3, 4}, {4, -1, 2}}};
+      for (auto& [s, t] : c) add(s, "-> " + shp(t)).ints(t);
+    } else if (n == "permute") {
+      std::vector<std::pair<Shp, Shp>> c = {{{2, 3}, {1, 0}}, {{2, 3, 4}, {2, 0, 1}}, {{}, {}}, {{2, 0, 3}, {1, 0, 2}},
+                                            {{2, 3}, {0, 1}}};
+      for (auto& [s, p] : c) add(s, "dims " + shp(p)).ints(p);
+    } else if (n == "slice") {
+      struct S { Shp s, a, b, st; };
+      for (const S& c : {S{{5}, {1}, {5}, {2}}, S{{4, 6}, {0, 1}, {4, 6}, {3, 2}}, S{{3}, {3}, {3}, {1}},
+                         S{{}, {}, {}, {}}, S{{2, 3, 4}, {1, 0, 1}, {2, 3, 4}, {1, 5, 1}}})
+        add(c.s, fmt::format("{}:{}:{}", shp(c.a), shp(c.b), shp(c.st))).ints(c.a).ints(c.b).ints(c.st);
+    } else if (n == "expand") {
+      std::vector<std::pair<Shp, Shp>> c = {{{3, 1}, {2, 3, 4}}, {{}, {2, 2}}, {{1}, {0}}, {{2, 3}, {2, 3}},
+                                            {{1, 3}, {4, 3}}};
+      for (auto& [s, t] : c) add(s, "-> " + shp(t)).ints(t);
+    } else if (n == "cat") {
+      struct S { std::vector<Shp> parts; int64_t axis; };
+      for (const S& c : {S{{{3}}, 0}, S{{{2, 1}, {2, 2}}, 1}, S{{{1, 3}, {0, 3}, {2, 3}}, 0},
+                         S{{{2, 1, 2}, {2, 3, 2}, {2, 0, 2}, {2, 1, 2}}, -2}, S{{{2, 2}, {2, 1}, {2, 3}, {2, 1}}, -1}}) {
+        std::vector<Tensor> ts;
+        for (const Shp& p : c.parts) ts.push_back(g.random(dt, p));
+        g.add(fmt::format("{} {} tensors axis {}", dtype_name(dt), c.parts.size(), c.axis)).list(ts).integer(c.axis);
+      }
+    } else if (n == "index_select") {
+      struct S { Shp s; int64_t axis; std::vector<int32_t> idx; };
+      for (const S& c : {S{{4, 3}, 0, {3, 0, 3}}, S{{4, 3}, -1, {2, 1}}, S{{4, 3}, 1, {}}, S{{5}, 0, {4, 4, 0, 1}},
+                         S{{2, 3, 4}, 1, {2, 0}}})
+        add(c.s, fmt::format("axis {} index [{}]", c.axis, fmt::join(c.idx, ",")))
+            .integer(c.axis)
+            .tensor(make_i32(c.idx, {int64_t(c.idx.size())}, g.d));
+    }
+  }
+}
+
+void softmax(Gen& g) {
+  struct S { Shp s; int64_t axis; };
+  for (const S& c : {S{{5}, 0}, S{{2, 3}, -1}, S{{2, 3}, 0}, S{{2, 3, 4}, 1}, S{{0, 3}, 1}, S{{3, 1}, 1}})
+    g.add(fmt::format("{} axis {}", shp(c.s), c.axis)).tensor(g.random(DType::f32, c.s)).integer(c.axis);
+  std::vector<float> wide = {100, -100, 80.5f, 0, 1e-3f, -87, 3, 3};
+  g.add("wide range").tensor(make_f32(wide, {2, 4}, g.d)).integer(1);
+  std::vector<float> nan = {1, float(kNaN), 2, 0.5f, 0.25f, 4};
+  g.add("NaN poisons its row").tensor(make_f32(nan, {2, 3}, g.d)).integer(-1);
+}
+
+void conv2d(Gen& g) {
+  struct S { Shp in, w; Shp stride, pad; };
+  for (const S& c : {S{{1, 1, 3, 3}, {1, 1, 2, 2}, {1, 1}, {0, 0}}, S{{2, 3, 5, 4}, {4, 3, 3, 2}, {2, 1}, {1, 0}},
+                     S{{1, 2, 4, 4}, {3, 2, 1, 1}, {2, 2}, {1, 1}}, S{{0, 1, 3, 3}, {2, 1, 2, 2}, {1, 1}, {0, 0}},
+                     S{{1, 2, 2, 2}, {2, 2, 3, 3}, {1, 1}, {1, 1}}})
+    for (bool bias : {false, true})
+      g.add(fmt::format("{} * {} stride {} padding {} bias {}", shp(c.in), shp(c.w), shp(c.stride), shp(c.pad), bias))
+          .tensor(g.random(DType::f32, c.in))
+          .tensor(g.random(DType::f32, c.w))
+          .optional(bias ? std::optional<Tensor>(g.random(DType::f32, {c.w[0]})) : std::nullopt)
+          .ints(c.stride)
+          .ints(c.pad);
+}
+
+void unfold_fold(Gen& g) {
+  struct S { Shp in; Shp k, s, p; };
+  bool fold = g.op.name == "fold";
+  for (const S& c : {S{{1, 1, 3, 3}, {2, 2}, {1, 1}, {0, 0}}, S{{2, 3, 5, 4}, {3, 2}, {2, 1}, {1, 0}},
+                     S{{1, 2, 4, 4}, {1, 1}, {2, 2}, {1, 1}}, S{{1, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}},
+                     S{{0, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}}}) {
+    std::string label = fmt::format("{} kernel {} stride {} padding {}", shp(c.in), shp(c.k), shp(c.s), shp(c.p));
+    if (!fold) {
+      g.add(label).tensor(g.random(DType::f32, c.in)).ints(c.k).ints(c.s).ints(c.p);
+      continue;
+    }
+    int64_t ho = (c.in[2] + 2 * c.p[0] - c.k[0]) / c.s[0] + 1, wo = (c.in[3] + 2 * c.p[1] - c.k[1]) / c.s[1] + 1;
+    Shp cols = {c.in[0], c.in[1] * c.k[0] * c.k[1], ho * wo};
+    g.add(label).tensor(g.random(DType::f32, cols)).ints({c.in[2], c.in[3]}).ints(c.k).ints(c.s).ints(c.p);
+  }
+}
+
+void transfer(Gen& g) {
+  for (DType dt : kAllDTypes)
+    for (const Shp& s : std::vector<Shp>{{}, {0}, {2, 3}}) {
+      g.add(fmt::format("{} {} to {}", dtype_name(dt), shp(s), g.d.str())).tensor(g.random(dt, s)).device(g.d);
+      if (!(g.second == g.d))
+        g.add(fmt::format("{} {} to {}", dtype_name(dt), shp(s), g.second.str()))
+            .tensor(g.random(dt, s))
+            .device(g.second);
+    }
+}
+
+}  // namespace
+
+Calls cases_for(OpId id, Device d, Device second) {
+  Gen g{id, op_def(id), d, second, ValueSource(uint64_t(id) + 1), {}};
+  switch (g.op.family) {
+    case OpFamily::creation: creation(g); break;
+    case OpFamily::unary: unary(g); break;
+    case OpFamily::binary: binary(g); break;
+    case OpFamily::where: where(g); break;
+    case OpFamily::cast: cast(g); break;
+    case OpFamily::reduce: reduce(g); break;
+    case OpFamily::matmul: matmul(g); break;
+    case OpFamily::reshape:
+    case OpFamily::permute:
+    case OpFamily::slice:
+    case OpFamily::expand:
+    case OpFamily::cat:
+    case OpFamily::index_select: layout(g); break;
+    case OpFamily::softmax: softmax(g); break;
+    case OpFamily::conv2d: conv2d(g); break;
+    case OpFamily::unfold:
+    case OpFamily::fold: unfold_fold(g); break;
+    case OpFamily::transfer: transfer(g); break;
+  }
+  return std::move(g.calls);
+}
+
+Outcome run_and_compare(const CallBuilder& call, Device expected_device) {
+  const OpDef& op = op_def(call.op());
+  Tensor out;
+  try {
+    out = crossfire::call(call.op(), call.args());
+  } catch (const Unsupported& e) {
+    return {true, e.what()};
+  } catch (const Error& e) {
+    return {false, fmt::format("{}: dispatch raised {}: {}", call.label(), error_kind_name(e.kind()), e.what())};
+  }
+  if (!(out.device() == expected_device))
+    return {false, fmt::format("{}: result is on {}, expected {}", call.label(), out.device().str(),
+                               expected_device.str())};
+  ref::RefResult want;
+  try {
+    want = ref::evaluate(ref::RefCall::from(call.op(), call.args()));
+  } catch (const Error& e) {
+    return {false, fmt::format("{}: the reference raised {}", call.label(), e.what())};
+  }
+  if (auto m = ref::first_mismatch(op, want, ref::RefTensor::from(out)))
+    return {false, fmt::format("{}: {}", call.label(), m->what)};
+  return {};
+}
+
+}  // namespace crossfire::testing::ops
