@@ -25,11 +25,6 @@ inline void dispatch_mask(unsigned mask, Out* o, int64_t n, const F& f, const Pt
   (void)((mask == M ? (unit_or_fixed_loop<unsigned(M)>(o, n, f, p, is), true) : false) || ...);
 }
 
-template <class Out, class F, class Ptrs, size_t... I>
-inline void strided_loop(Out* o, int64_t n, const F& f, const Ptrs& p, const int64_t* st, std::index_sequence<I...>) {
-  for (int64_t i = 0; i < n; ++i) o[i] = Out(f(std::get<I>(p)[i * st[I]]...));
-}
-
 template <class>
 using ImplOf = const TensorImpl&;  // one input tensor per element type in In...
 
@@ -61,21 +56,17 @@ void map_elementwise(TensorImpl& out, const F& f, ImplOf<In>... in) {
     (plan.set_broadcast(k++, in.shape), ...);
   }
   plan.coalesce();
-  std::array<int64_t, size_t(N)> st{};
+  // After coalescing, an input's innermost stride is 1 or 0: the innermost output dim is one the input either has
+  // in full (and then every later dim of the input is 1, so its stride is 1) or broadcasts (stride 0).
   unsigned mask = 0;
-  bool unit_or_fixed = true;
-  for (int k = 0; k < N; ++k) {
-    st[size_t(k)] = plan.inner_stride(k);
-    if (st[size_t(k)] == 0) mask |= 1u << k;
-    unit_or_fixed &= st[size_t(k)] <= 1;
-  }
+  for (int k = 0; k < N; ++k)
+    if (plan.inner_stride(k) == 0) mask |= 1u << k;
   const std::tuple<const In*...> base{data_of<const In>(in)...};
   plan.for_each_row([&](int64_t out_off, const std::array<int64_t, size_t(N)>& off, int64_t len) {
     auto p = [&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<const In*...>{(std::get<I>(base) + off[I])...};
     }(Seq{});
-    if (unit_or_fixed) dispatch_mask(mask, o + out_off, len, f, p, Seq{}, Masks{});
-    else strided_loop(o + out_off, len, f, p, st.data(), Seq{});
+    dispatch_mask(mask, o + out_off, len, f, p, Seq{}, Masks{});
   });
 }
 
