@@ -8,6 +8,10 @@
 
 namespace crossfire::bench {
 
+#ifndef CROSSFIRE_BENCH_COUNT_ALLOCATIONS
+#define CROSSFIRE_BENCH_COUNT_ALLOCATIONS 1
+#endif
+
 // Every operator new of any form (plain, array, aligned, nothrow) since the process started.
 uint64_t heap_allocations();
 
@@ -17,6 +21,7 @@ class AllocationScope {
  public:
   AllocationScope() : start_(heap_allocations()) {}
   void report(benchmark::State& state, const char* name = "allocs/op") const {
+    if (!CROSSFIRE_BENCH_COUNT_ALLOCATIONS) return;  // a sanitizer build: nothing counted, nothing reported
     const uint64_t n = heap_allocations() - start_;
     state.counters[name] = benchmark::Counter(double(n) / double(state.iterations() ? state.iterations() : 1));
   }
