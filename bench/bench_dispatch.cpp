@@ -12,7 +12,10 @@
 // Every benchmark reports allocs/op: global operator new calls per op, counted by alloc_counter.cpp; the CPU
 // backend allocates a tensor's header and data in one block, so the success path's target is exactly 1.
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -37,8 +40,9 @@ Tensor one(Device d, DType dt = DType::f32, double v = 1.5) { return full({1}, v
 struct DispatchCase {
   const char* name;
   OpId id;
-  std::function<Inputs(Device)> make;
-  std::function<Tensor(const Inputs&)> api;  // the same call through the typed public API
+  Inputs (*make)(Device);
+  Tensor (*api)(const Inputs&);  // the same call through the typed public API (a plain pointer: no std::function
+                                 // indirection added to what is measured)
 };
 
 std::vector<DispatchCase> cases() {
@@ -222,6 +226,48 @@ void bm_device_mismatch(benchmark::State& state, Device d) {
   if (caught != state.iterations()) state.SkipWithError("add on two devices did not raise DeviceMismatch");
 }
 
+// --crossfire_repeat=<case>/<variant> N: runs one variant N times outside Google Benchmark, for instruction counts
+// that do not depend on the machine's load: run it under `valgrind --tool=callgrind` with two values of N; the
+// difference in instructions divided by the difference in N is the cost per op (docs/benchmarks.md).
+int repeat(const std::string& what, long n) {
+  const Device d = Device::cpu(0);
+  Backend& b = backend_for(d);
+  for (const DispatchCase& c : cases()) {
+    const std::string prefix = std::string(c.name) + "/";
+    if (what.rfind(prefix, 0) != 0) continue;
+    const std::string name = what.substr(prefix.size());
+    const int variant = name == "api" ? 0 : name == "direct" ? 1 : name == "direct_alloc" ? 2 : name == "validate" ? 3 : -1;
+    if (variant < 0) {
+      fmt::print(stderr, "bench_dispatch: unknown variant {} (api, direct, direct_alloc, validate)\n", name);
+      return 2;
+    }
+    const Inputs in = c.make(d);
+    const OpDef& op = op_def(c.id);
+    const OutputSpec spec = validate(c.id, in.pack);
+    const KernelFn fn = b.kernel(c.id);
+    Tensor pre(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+    for (long i = 0; i < n; ++i) {
+      if (variant == 0) {
+        Tensor out = c.api(in);
+        benchmark::DoNotOptimize(out.impl());
+      } else if (variant == 1) {
+        b.launch(fn, KernelCall{op, c.id, in.pack, *pre.impl()});
+        benchmark::ClobberMemory();
+      } else if (variant == 2) {
+        Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+        b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
+        benchmark::DoNotOptimize(out.impl());
+      } else {
+        OutputSpec s = validate(c.id, in.pack);
+        benchmark::DoNotOptimize(s);
+      }
+    }
+    return 0;
+  }
+  fmt::print(stderr, "bench_dispatch: unknown case in {}\n", what);
+  return 2;
+}
+
 void register_all() {
   static const std::vector<DispatchCase> kCases = cases();
   for (BackendKind k : kAllBackendKinds) {
@@ -248,6 +294,8 @@ void register_all() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  if (argc == 3 && std::string_view(argv[1]).starts_with("--crossfire_repeat="))
+    return crossfire::bench::repeat(std::string(argv[1] + std::strlen("--crossfire_repeat=")), std::atol(argv[2]));
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   crossfire::bench::add_device_context();
   crossfire::bench::register_all();
