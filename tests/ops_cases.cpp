@@ -1,10 +1,10 @@
 #include "ops_cases.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace crossfire::testing::ops {
 
@@ -89,8 +89,7 @@ double ValueSource::uniform() {
   return double((state_ * 0x2545F4914F6CDD1Dull) >> 11) * 0x1p-53;
 }
 
-Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape, Domain domain,
-                           int64_t index_bound) {
+Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape, Domain domain, int64_t index_bound) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   if (dt == DType::f32) {
@@ -151,8 +150,8 @@ Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
     return make_f32(v, shape, d);
   }
   if (dt == DType::i32) {
-    std::vector<int32_t> pool = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1, 0, 1,
-                                 65536, -46341, 7};
+    std::vector<int32_t> pool = {
+        std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1, 0, 1, 65536, -46341, 7};
     std::vector<int32_t> v(static_cast<size_t>(n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
     return make_i32(v, shape, d);
@@ -182,8 +181,7 @@ void creation(Gen& g) {
   std::vector<Shp> shapes = {{}, {0}, {5}, {2, 3}, {2, 1, 3}};
   if (n == "zeros" || n == "ones") {
     for (DType dt : kAllDTypes)
-      for (const Shp& s : shapes)
-        g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).ints(s).dtype(dt).device(g.d);
+      for (const Shp& s : shapes) g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).ints(s).dtype(dt).device(g.d);
   } else if (n == "full") {
     for (DType dt : kAllDTypes)
       for (double v : {2.5, -1.75, 0.0, -0.0, 3e9, -3e9, 1e-3, kNaN, kInf})
@@ -191,11 +189,17 @@ void creation(Gen& g) {
     g.add("f32 rank 0").ints({}).scalar(7).dtype(DType::f32).device(g.d);
     g.add("f32 1/3 rounds").ints({3}).scalar(1.0 / 3.0).dtype(DType::f32).device(g.d);
   } else if (n == "arange") {
-    struct R { double a, b, s; };
+    struct R {
+      double a, b, s;
+    };
     for (R r : {R{0, 5, 1}, R{0, 1, 0.1}, R{5, 0, -1.5}, R{0, 0, 1}, R{-2.5, 2.5, 0.5}, R{3, 1, 1}, R{0.5, 3.7, 1}})
       for (DType dt : {DType::f32, DType::i32})
         g.add(fmt::format("{} ({}, {}, {})", dtype_name(dt), r.a, r.b, r.s))
-            .scalar(r.a).scalar(r.b).scalar(r.s).dtype(dt).device(g.d);
+            .scalar(r.a)
+            .scalar(r.b)
+            .scalar(r.s)
+            .dtype(dt)
+            .device(g.d);
   } else if (n == "from_data") {
     for (const Shp& s : shapes) {
       int64_t cnt = 1;
@@ -225,9 +229,9 @@ void unary(Gen& g) {
 
 void binary(Gen& g) {
   const ParamDef &l = g.param(0), &r = g.param(1);
-  std::vector<std::pair<Shp, Shp>> shapes = {{{}, {}},         {{4}, {4}},       {{2, 1}, {3}}, {{2, 3}, {}},
-                                             {{}, {2, 3}},     {{4, 1, 3}, {2, 1}}, {{0, 3}, {3}}, {{2, 0}, {1}},
-                                             {{1, 2, 1, 2}, {3, 1, 1}}};
+  std::vector<std::pair<Shp, Shp>> shapes = {{{}, {}},      {{4}, {4}},    {{2, 1}, {3}},
+                                             {{2, 3}, {}},  {{}, {2, 3}},  {{4, 1, 3}, {2, 1}},
+                                             {{0, 3}, {3}}, {{2, 0}, {1}}, {{3, 1, 2}, {2, 1, 1, 1}}};
   for (DType dt : accepted(l)) {
     for (auto& [a, b] : shapes)
       g.add(fmt::format("{} {} {}", dtype_name(dt), shp(a), shp(b)))
@@ -242,9 +246,12 @@ void binary(Gen& g) {
 }
 
 void where(Gen& g) {
-  struct S { Shp c, a, b; };
+  struct S {
+    Shp c, a, b;
+  };
   for (DType dt : accepted(g.param(1)))
-    for (const S& s : {S{{2, 3}, {3}, {2, 1}}, S{{}, {2}, {2}}, S{{4}, {}, {}}, S{{0}, {1}, {}}, S{{2, 1, 3}, {2, 3}, {1}}})
+    for (const S& s :
+         {S{{2, 3}, {3}, {2, 1}}, S{{}, {2}, {2}}, S{{4}, {}, {}}, S{{0}, {1}, {}}, S{{2, 1, 3}, {2, 3}, {1}}})
       g.add(fmt::format("{} {} {} {}", dtype_name(dt), shp(s.c), shp(s.a), shp(s.b)))
           .tensor(g.random(DType::boolean, s.c))
           .tensor(g.random(dt, s.a))
@@ -261,18 +268,22 @@ void cast(Gen& g) {
           .dtype(to);
     }
   // Truncation toward zero, saturation and NaN -> 0, and i32 values that f32 must round.
-  std::vector<float> f = {-1.75f, 1.75f, 2.5f, -2.5f, 0.999f, -0.999f, 3e9f, -3e9f, 2147483520.0f, 2147483648.0f,
-                          -2147483648.0f, float(kNaN), float(kInf), -float(kInf), -0.0f};
+  std::vector<float> f = {-1.75f,         1.75f,       2.5f,        -2.5f,         0.999f,
+                          -0.999f,        3e9f,        -3e9f,       2147483520.0f, 2147483648.0f,
+                          -2147483648.0f, float(kNaN), float(kInf), -float(kInf),  -0.0f};
   g.add("f32 -> i32 truncation and saturation").tensor(make_f32(f, {int64_t(f.size())}, g.d)).dtype(DType::i32);
   g.add("f32 -> bool").tensor(make_f32(f, {int64_t(f.size())}, g.d)).dtype(DType::boolean);
-  std::vector<int32_t> i = {16777217, 16777219, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(),
-                            -16777217, 0};
+  std::vector<int32_t> i = {
+      16777217, 16777219, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), -16777217, 0};
   g.add("i32 -> f32 rounding").tensor(make_i32(i, {int64_t(i.size())}, g.d)).dtype(DType::f32);
 }
 
 void reduce(Gen& g) {
   bool picks = g.op.name == "max" || g.op.name == "argmax";
-  struct S { Shp s; std::optional<int64_t> axis; };
+  struct S {
+    Shp s;
+    std::optional<int64_t> axis;
+  };
   std::vector<S> cases = {{{}, std::nullopt}, {{5}, std::nullopt}, {{5}, 0},        {{2, 3}, 0},
                           {{2, 3}, -1},       {{2, 3, 4}, 1},      {{2, 3, 4}, -3}, {{2, 3, 4}, std::nullopt},
                           {{1, 7}, 1},        {{0, 3}, 1}};
@@ -307,8 +318,8 @@ void reduce(Gen& g) {
 }
 
 void matmul(Gen& g) {
-  std::vector<std::pair<Shp, Shp>> shapes = {{{2, 3}, {3, 4}},       {{1, 1}, {1, 1}},          {{3, 0}, {0, 2}},
-                                             {{0, 3}, {3, 2}},       {{2, 2, 3}, {3, 4}},       {{2, 3}, {4, 3, 2}},
+  std::vector<std::pair<Shp, Shp>> shapes = {{{2, 3}, {3, 4}},          {{1, 1}, {1, 1}},       {{3, 0}, {0, 2}},
+                                             {{0, 3}, {3, 2}},          {{2, 2, 3}, {3, 4}},    {{2, 3}, {4, 3, 2}},
                                              {{2, 1, 2, 3}, {3, 3, 2}}, {{5, 2, 3}, {5, 3, 1}}, {{1, 17}, {17, 1}}};
   for (auto& [a, b] : shapes)
     g.add(fmt::format("{} x {}", shp(a), shp(b))).tensor(g.random(DType::f32, a)).tensor(g.random(DType::f32, b));
@@ -321,32 +332,42 @@ void layout(Gen& g) {
       return g.add(fmt::format("{} {} {}", dtype_name(dt), shp(s), what)).tensor(g.random(dt, s));
     };
     if (n == "reshape") {
-      std::vector<std::pair<Shp, Shp>> c = {{{2, 3}, {3, 2}}, {{6}, {-1}},  {{2, 3}, {3, -1}}, {{}, {1, 1}},
+      std::vector<std::pair<Shp, Shp>> c = {{{2, 3}, {3, 2}}, {{6}, {-1}},      {{2, 3}, {3, -1}},      {{}, {1, 1}},
                                             {{1}, {}},        {{0, 3}, {3, 0}}, {{2, 3, 4}, {4, -1, 2}}};
       for (auto& [s, t] : c) add(s, "-> " + shp(t)).ints(t);
     } else if (n == "permute") {
-      std::vector<std::pair<Shp, Shp>> c = {{{2, 3}, {1, 0}}, {{2, 3, 4}, {2, 0, 1}}, {{}, {}}, {{2, 0, 3}, {1, 0, 2}},
-                                            {{2, 3}, {0, 1}}};
+      std::vector<std::pair<Shp, Shp>> c = {
+          {{2, 3}, {1, 0}}, {{2, 3, 4}, {2, 0, 1}}, {{}, {}}, {{2, 0, 3}, {1, 0, 2}}, {{2, 3}, {0, 1}}};
       for (auto& [s, p] : c) add(s, "dims " + shp(p)).ints(p);
     } else if (n == "slice") {
-      struct S { Shp s, a, b, st; };
+      struct S {
+        Shp s, a, b, st;
+      };
       for (const S& c : {S{{5}, {1}, {5}, {2}}, S{{4, 6}, {0, 1}, {4, 6}, {3, 2}}, S{{3}, {3}, {3}, {1}},
                          S{{}, {}, {}, {}}, S{{2, 3, 4}, {1, 0, 1}, {2, 3, 4}, {1, 5, 1}}})
         add(c.s, fmt::format("{}:{}:{}", shp(c.a), shp(c.b), shp(c.st))).ints(c.a).ints(c.b).ints(c.st);
     } else if (n == "expand") {
-      std::vector<std::pair<Shp, Shp>> c = {{{3, 1}, {2, 3, 4}}, {{}, {2, 2}}, {{1}, {0}}, {{2, 3}, {2, 3}},
-                                            {{1, 3}, {4, 3}}};
+      std::vector<std::pair<Shp, Shp>> c = {
+          {{3, 1}, {2, 3, 4}}, {{}, {2, 2}}, {{1}, {0}}, {{2, 3}, {2, 3}}, {{1, 3}, {4, 3}}};
       for (auto& [s, t] : c) add(s, "-> " + shp(t)).ints(t);
     } else if (n == "cat") {
-      struct S { std::vector<Shp> parts; int64_t axis; };
-      for (const S& c : {S{{{3}}, 0}, S{{{2, 1}, {2, 2}}, 1}, S{{{1, 3}, {0, 3}, {2, 3}}, 0},
-                         S{{{2, 1, 2}, {2, 3, 2}, {2, 0, 2}, {2, 1, 2}}, -2}, S{{{2, 2}, {2, 1}, {2, 3}, {2, 1}}, -1}}) {
+      struct S {
+        std::vector<Shp> parts;
+        int64_t axis;
+      };
+      for (const S& c :
+           {S{{{3}}, 0}, S{{{2, 1}, {2, 2}}, 1}, S{{{1, 3}, {0, 3}, {2, 3}}, 0},
+            S{{{2, 1, 2}, {2, 3, 2}, {2, 0, 2}, {2, 1, 2}}, -2}, S{{{2, 2}, {2, 1}, {2, 3}, {2, 1}}, -1}}) {
         std::vector<Tensor> ts;
         for (const Shp& p : c.parts) ts.push_back(g.random(dt, p));
         g.add(fmt::format("{} {} tensors axis {}", dtype_name(dt), c.parts.size(), c.axis)).list(ts).integer(c.axis);
       }
     } else if (n == "index_select") {
-      struct S { Shp s; int64_t axis; std::vector<int32_t> idx; };
+      struct S {
+        Shp s;
+        int64_t axis;
+        std::vector<int32_t> idx;
+      };
       for (const S& c : {S{{4, 3}, 0, {3, 0, 3}}, S{{4, 3}, -1, {2, 1}}, S{{4, 3}, 1, {}}, S{{5}, 0, {4, 4, 0, 1}},
                          S{{2, 3, 4}, 1, {2, 0}}})
         add(c.s, fmt::format("axis {} index [{}]", c.axis, fmt::join(c.idx, ",")))
@@ -357,7 +378,10 @@ void layout(Gen& g) {
 }
 
 void softmax(Gen& g) {
-  struct S { Shp s; int64_t axis; };
+  struct S {
+    Shp s;
+    int64_t axis;
+  };
   for (const S& c : {S{{5}, 0}, S{{2, 3}, -1}, S{{2, 3}, 0}, S{{2, 3, 4}, 1}, S{{0, 3}, 1}, S{{3, 1}, 1}})
     g.add(fmt::format("{} axis {}", shp(c.s), c.axis)).tensor(g.random(DType::f32, c.s)).integer(c.axis);
   std::vector<float> wide = {100, -100, 80.5f, 0, 1e-3f, -87, 3, 3};
@@ -367,7 +391,10 @@ void softmax(Gen& g) {
 }
 
 void conv2d(Gen& g) {
-  struct S { Shp in, w; Shp stride, pad; };
+  struct S {
+    Shp in, w;
+    Shp stride, pad;
+  };
   for (const S& c : {S{{1, 1, 3, 3}, {1, 1, 2, 2}, {1, 1}, {0, 0}}, S{{2, 3, 5, 4}, {4, 3, 3, 2}, {2, 1}, {1, 0}},
                      S{{1, 2, 4, 4}, {3, 2, 1, 1}, {2, 2}, {1, 1}}, S{{0, 1, 3, 3}, {2, 1, 2, 2}, {1, 1}, {0, 0}},
                      S{{1, 2, 2, 2}, {2, 2, 3, 3}, {1, 1}, {1, 1}}})
@@ -381,7 +408,10 @@ void conv2d(Gen& g) {
 }
 
 void unfold_fold(Gen& g) {
-  struct S { Shp in; Shp k, s, p; };
+  struct S {
+    Shp in;
+    Shp k, s, p;
+  };
   bool fold = g.op.name == "fold";
   for (const S& c : {S{{1, 1, 3, 3}, {2, 2}, {1, 1}, {0, 0}}, S{{2, 3, 5, 4}, {3, 2}, {2, 1}, {1, 0}},
                      S{{1, 2, 4, 4}, {1, 1}, {2, 2}, {1, 1}}, S{{1, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}},
@@ -446,13 +476,21 @@ Outcome run_and_compare(const CallBuilder& call, Device expected_device) {
     return {false, fmt::format("{}: dispatch raised {}: {}", call.label(), error_kind_name(e.kind()), e.what())};
   }
   if (!(out.device() == expected_device))
-    return {false, fmt::format("{}: result is on {}, expected {}", call.label(), out.device().str(),
-                               expected_device.str())};
+    return {false,
+            fmt::format("{}: result is on {}, expected {}", call.label(), out.device().str(), expected_device.str())};
   ref::RefResult want;
   try {
     want = ref::evaluate(ref::RefCall::from(call.op(), call.args()));
   } catch (const Error& e) {
     return {false, fmt::format("{}: the reference raised {}", call.label(), e.what())};
+  }
+  // reference.hpp, Note [The bound, and the rounding of the output]: the output's rounding is charged against
+  // magnitude, which is only sound while magnitude >= |exact|.
+  for (size_t i = 0; i < want.value.values.size(); ++i) {
+    double v = want.value.values[i];
+    if (std::isfinite(v) && !(want.magnitude[i] >= std::fabs(v) * (1 - 0x1p-40)))
+      return {false, fmt::format("{}: reference element {} has magnitude {} below |exact| {}", call.label(), i,
+                                 want.magnitude[i], std::fabs(v))};
   }
   if (auto m = ref::first_mismatch(op, want, ref::RefTensor::from(out)))
     return {false, fmt::format("{}: {}", call.label(), m->what)};

@@ -34,7 +34,9 @@ TEST_P(OpForward, AgreesWithReference) {
   RecordProperty("cases", checked);
 }
 
-std::string op_name(const ::testing::TestParamInfo<int>& info) { return std::string(kOpTable[size_t(info.param)].name); }
+std::string op_name(const ::testing::TestParamInfo<int>& info) {
+  return std::string(kOpTable[size_t(info.param)].name);
+}
 
 INSTANTIATE_TEST_SUITE_P(EveryOp, OpForward, ::testing::Range(0, kNumOps), op_name);
 

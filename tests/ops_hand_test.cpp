@@ -28,8 +28,8 @@ void expect_values(const char* who, const ref::RefTensor& got, DType dt, const S
   ASSERT_EQ(got.shape, shape) << who << ": shape " << got.shape.str();
   ASSERT_EQ(got.values.size(), want.size()) << who;
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_TRUE(close(got.values[i], want[i], tol)) << who << " element " << i << ": got " << got.values[i]
-                                                    << ", want " << want[i];
+    EXPECT_TRUE(close(got.values[i], want[i], tol))
+        << who << " element " << i << ": got " << got.values[i] << ", want " << want[i];
 }
 
 // The hand-worked answer must hold for the reference and for the device under test (skipped when the backend
@@ -256,7 +256,10 @@ TEST(OpHand, Conv2dUnfoldFold) {
   c.tensor(img()).tensor(make_f32({1, 1, 1, 1}, {1, 1, 2, 2}, d)).optional(std::nullopt).ints({1, 1}).ints({0, 0});
   hand(c, DType::f32, Shape{1, 1, 2, 2}, {12, 16, 24, 28});
   CallBuilder cb(ids::conv2d_id, "2x2 ones + bias 1");
-  cb.tensor(img()).tensor(make_f32({1, 1, 1, 1}, {1, 1, 2, 2}, d)).optional(make_f32({1}, {1}, d)).ints({1, 1})
+  cb.tensor(img())
+      .tensor(make_f32({1, 1, 1, 1}, {1, 1, 2, 2}, d))
+      .optional(make_f32({1}, {1}, d))
+      .ints({1, 1})
       .ints({0, 0});
   hand(cb, DType::f32, Shape{1, 1, 2, 2}, {13, 17, 25, 29});
   // padding 1, stride 2: windows at rows/cols {-1,0} and {1,2}: [[1, 2+3], [4+7, 5+6+8+9]]
@@ -319,7 +322,8 @@ TEST(OpHand, RandomFromPublishedPhilox) {
   n.ints({3}).integer(0).device(d);
   double u1b = (double(w[2] >> 8) + 0.5) * 0x1p-24;
   hand(n, DType::f32, Shape{3},
-       {rad * std::cos(angle), rad * std::sin(angle), std::sqrt(-2 * std::log(u1b)) * std::cos(2 * std::numbers::pi * u[3])},
+       {rad * std::cos(angle), rad * std::sin(angle),
+        std::sqrt(-2 * std::log(u1b)) * std::cos(2 * std::numbers::pi * u[3])},
        2e-6);
 }
 
