@@ -1,0 +1,40 @@
+// A campaign (`crossfire run`): programs generated from a seed, checked by the oracles in a supervised worker
+// process (a crash or hang is a recorded failure with its program saved, and the campaign goes on), failures
+// reduced and saved, reports written atomically to DIR (report.json, junit.xml, report.html).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "crossfire/harness/generate.hpp"
+#include "crossfire/harness/oracles.hpp"
+
+namespace crossfire::harness {
+
+struct CampaignConfig {
+  double seconds = 0;         // stop after this long (0: no time limit)
+  uint64_t programs = 0;      // stop after this many programs (0: no count limit); one of the two must be set
+  uint64_t seed = 1;
+  std::vector<Device> devices;                  // devices to check on
+  std::array<bool, kNumOracles> oracles{true, true, true, true};
+  std::string out_dir;                          // empty: no reports
+  double hang_seconds = 60;                     // a program running longer is a hang
+  int progress = -1;                            // 1: live line, 0: periodic plain lines, -1: decide by isatty
+  PlantedFault fault = PlantedFault::none;
+  GenConfig gen;
+};
+
+// The program a campaign checks as number `index` (deterministic: replaying a seed gives the same programs).
+Program campaign_program(const CampaignConfig& c, uint64_t index);
+
+// Checks that the output directory can be written (creating it); "" when it can, else why not.
+std::string check_out_dir(const std::string& dir);
+
+// Runs the campaign and returns the exit status: 0 exactly when nothing failed.
+int run_campaign(const CampaignConfig& c);
+
+// Writes `text` to `path` atomically (temp file in the same directory + rename).
+using crossfire::harness::save_text_atomically;
+
+}  // namespace crossfire::harness

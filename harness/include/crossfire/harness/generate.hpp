@@ -1,0 +1,62 @@
+// The program generator (issue 4): builds valid programs constructively from the op table (OpFamily says how
+// argument shapes relate, ParamDef says which dtypes, value domains and gradients each tensor parameter takes).
+// Every decision is one call to a ChoiceSource, so one generator core serves libFuzzer (bytes), RapidCheck
+// (shrinkable picks) and the campaign (a seeded PRNG). There is no rejection loop: each choice is drawn from a set
+// that is valid by construction, and a source that runs out of choices answers the lowest one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "crossfire/harness/program.hpp"
+
+namespace crossfire::harness {
+
+// Where the generator's decisions come from.
+class ChoiceSource {
+ public:
+  virtual ~ChoiceSource() = default;
+  // A value in [lo, hi] (lo <= hi). Must terminate and never throw for lo <= hi.
+  virtual int64_t range(int64_t lo, int64_t hi) = 0;
+  bool coin(int num, int den) { return range(0, den - 1) < num; }
+};
+
+// libFuzzer's front end: choices taken from the start of a byte string, like FuzzedDataProvider; when the bytes
+// run out every answer is `lo`, so any input, even an empty one, yields a valid program.
+class ByteChoices final : public ChoiceSource {
+ public:
+  explicit ByteChoices(std::span<const uint8_t> data) : data_(data) {}
+  int64_t range(int64_t lo, int64_t hi) override;
+  size_t remaining() const { return data_.size(); }
+
+ private:
+  std::span<const uint8_t> data_;
+};
+
+// The campaign's front end: a seeded SplitMix64 stream.
+class PrngChoices final : public ChoiceSource {
+ public:
+  explicit PrngChoices(uint64_t seed) : state_(seed) {}
+  int64_t range(int64_t lo, int64_t hi) override;
+  uint64_t next();
+
+ private:
+  uint64_t state_;
+};
+
+struct GenConfig {
+  int min_nodes = 1;
+  int max_nodes = 30;
+  int max_rank = 4;
+  std::vector<Device> devices;   // devices the program may use; the first is the default home
+  bool mismatches = true;        // allow programs with deliberately mismatched devices
+  bool tracked = true;           // allow tracked inputs
+  bool backward = true;          // allow a `backward` line
+  bool special_values = true;    // inf, nan, -0 in some inputs
+  std::vector<OpId> ops;         // restrict node ops (empty: every op of the table)
+};
+
+Program generate_program(ChoiceSource& choices, const GenConfig& config);
+
+}  // namespace crossfire::harness

@@ -1,0 +1,99 @@
+// The contract model and the program executor.
+//
+// The model is the contract oracle's independent prediction (contract sections 3 and 4), computed from the
+// program alone, never from dispatch: which device every value lives on, which values are tracked, and for every
+// node either success or the exact DeviceMismatch (every offender, in signature order, with its parameter name,
+// device and wrong_backend flag; the target and the argument it came from).
+//
+// The executor runs a program through dispatch on some device mapping and records what happened at every node.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crossfire/harness/program.hpp"
+#include "reference/reference.hpp"
+
+namespace crossfire::harness {
+
+struct PredictedMismatch {
+  Device target;
+  std::string target_from;
+  std::vector<DeviceOffender> offenders;
+  friend bool operator==(const PredictedMismatch&, const PredictedMismatch&) = default;
+};
+
+struct NodePrediction {
+  Device device;                              // where the value lives (its target, or `device` for creation/to)
+  bool tracked = false;
+  bool no_tensor_input = false;               // an op with tensor parameters but none present
+  std::optional<PredictedMismatch> mismatch;  // the exact DeviceMismatch, when one is due
+};
+
+// One entry per value (inputs too: their device and tracked flag).
+std::vector<NodePrediction> predict(const Program& p);
+
+// The device each ValueRef resolves to: its override, or the value's own device.
+Device ref_device(const std::vector<NodePrediction>& pred, const ValueRef& r);
+
+// ---- execution -------------------------------------------------------------------------------------------------
+
+// What an error looked like, as fields (structure, not strings).
+struct ObservedError {
+  ErrorKind kind = ErrorKind::invalid_argument;
+  std::string message;
+  std::string param;                          // DTypeMismatch / ShapeError / InvalidArgument
+  std::optional<PredictedMismatch> mismatch;  // DeviceMismatch's fields
+};
+ObservedError observe(const std::exception& e);
+
+enum class NodeStatus : uint8_t {
+  ok,           // dispatch returned a tensor
+  failed,       // dispatch raised (see error)
+  unsupported,  // the backend has no kernel for the op (skipped, never a pass or a failure)
+  missing,      // an argument was unavailable and no stand-in could be made
+};
+
+struct NodeRecord {
+  NodeStatus status = NodeStatus::ok;
+  std::optional<ObservedError> error;
+  bool side_effects_ok = true;  // after an error: counters, tape and inputs exactly as before
+  std::string side_effect_detail;
+  bool used_standin = false;    // an argument was a stand-in for an upstream value that did not run
+  std::optional<reference::RefCall> ref_call;  // the node's own inputs, read back (when capturing)
+  std::optional<reference::RefTensor> output;  // the node's result, read back (when capturing)
+};
+
+struct RunOptions {
+  // Maps every device of the program (inputs, overrides, device attributes); identity when empty.
+  std::function<Device(Device)> map_device;
+  bool capture = true;          // read inputs and outputs back for the agreement oracle
+  bool check_side_effects = true;
+  bool grad_enabled = true;
+};
+
+struct RunResult {
+  std::vector<NodeRecord> nodes;   // one per value (inputs: status ok)
+  std::vector<Tensor> tensors;     // the live value (or its stand-in), per value
+  std::vector<bool> standin;       // tensors[i] is a stand-in
+};
+
+// Runs every node. Never throws for an error raised by dispatch (it is recorded); stand-ins replace values whose
+// node did not run (an expected DeviceMismatch, an unsupported kernel), so later nodes are still checked.
+RunResult run_program(const Program& p, const RunOptions& opts);
+
+// Builds the tensor for an input on `device`.
+Tensor make_input(const InputDef& in, Device device);
+// Reference (f64) value of an input.
+reference::RefTensor ref_input(const InputDef& in);
+// Every counter of every backend plus the autodiff tape length.
+struct WorldCounters {
+  std::vector<CounterSnapshot> backends;
+  uint64_t autodiff_nodes = 0;
+  friend bool operator==(const WorldCounters&, const WorldCounters&) = default;
+};
+WorldCounters world_counters();
+
+}  // namespace crossfire::harness

@@ -1,0 +1,112 @@
+// The four oracles (issue 4), each independent of the code it checks:
+//  - contract:  the model (model.hpp) predicts success or the exact DeviceMismatch of every call; dispatch must
+//               match it exactly, and an error must leave counters, tape and inputs unchanged.
+//  - agreement: every node on every device is checked against the f64 reference evaluated on that device's own
+//               inputs, within the op's ErrorBound (bitwise for exact ops); exact ops whose inputs are bitwise equal
+//               on two devices must give bitwise equal outputs.
+//  - gradients: reverse-mode gradients agree across devices and with f64 central finite differences; points where
+//               the program is not smooth (a kink, a discrete value that flips) are detected and skipped.
+//  - bad_input: deliberately invalid calls derived from the program's nodes raise the predicted typed error.
+// An op a backend reports Unsupported, or the reference cannot evaluate, is counted as skipped: never as a pass and
+// never as a failure.
+#pragma once
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crossfire/harness/model.hpp"
+#include "crossfire/harness/program.hpp"
+
+namespace crossfire::harness {
+
+enum class OracleKind : uint8_t { contract, agreement, gradients, bad_input };
+inline constexpr int kNumOracles = 4;
+inline constexpr std::array<OracleKind, kNumOracles> kAllOracles = {OracleKind::contract, OracleKind::agreement,
+                                                                    OracleKind::gradients, OracleKind::bad_input};
+std::string_view oracle_name(OracleKind k);
+std::optional<OracleKind> parse_oracle(std::string_view name);
+
+struct Failure {
+  OracleKind oracle = OracleKind::contract;
+  int node = -1;        // the value id of the first failing node (-1: the program as a whole)
+  std::string op;       // its op
+  std::string what;     // one line: what went wrong
+  std::string detail;   // the facts: backends, element index, both values, the bound
+  // What "the same failure" means to the reducer: oracle, op and kind of finding.
+  std::string signature() const;
+};
+
+struct OracleCounts {
+  uint64_t checked = 0;  // individual checks that ran and passed or failed
+  uint64_t failed = 0;
+  uint64_t skipped_unsupported = 0;  // the backend had no kernel
+  uint64_t skipped_other = 0;        // no reference yet, non-smooth point, upstream missing
+  void add(const OracleCounts& o) {
+    checked += o.checked, failed += o.failed, skipped_unsupported += o.skipped_unsupported,
+        skipped_other += o.skipped_other;
+  }
+};
+
+// Faults the harness can plant in what an oracle observes, so tests prove each oracle catches a bug without a
+// special build (tests/harness_oracles_test.cpp). Never set by the command.
+enum class PlantedFault : uint8_t {
+  none,
+  drop_last_offender,     // contract: the observed DeviceMismatch loses its last offender
+  swallow_mismatch,       // contract: an observed DeviceMismatch turns into success
+  perturb_float_output,   // agreement: the first float element of every f32 output is off by 1%
+  flip_exact_output,      // agreement: the first element of every exact output is changed
+  scale_gradient,         // gradients: every observed gradient is scaled by 1.5
+  accept_bad_input,       // bad_input: every invalid call is observed to succeed
+};
+PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
+
+struct CheckOptions {
+  std::vector<Device> devices;                 // devices to run on (agreement, gradients); default: all available
+  std::array<bool, kNumOracles> enabled{true, true, true, true};
+  PlantedFault fault = PlantedFault::none;
+  bool keep_node_table = false;                // fill ProgramReport::table (replay)
+  int max_bad_inputs = 4;
+};
+
+struct NodeRow {  // one line of replay's per-node comparison table
+  int id;
+  std::string op;
+  std::string device;
+  std::string status;  // ok, unsupported, expected DeviceMismatch, FAIL, ...
+  std::string note;    // max error / bound, or the error
+};
+
+struct ProgramReport {
+  std::vector<Failure> failures;
+  std::array<OracleCounts, kNumOracles> counts{};
+  // Coverage: per op name and device, how many node runs were checked (ok) and how many were unsupported.
+  std::map<std::string, std::map<std::string, std::array<uint64_t, 2>>> coverage;
+  std::vector<NodeRow> table;
+  bool failed() const { return !failures.empty(); }
+};
+
+ProgramReport check_program(const Program& p, const CheckOptions& opts);
+
+// ---- the oracles' pure parts, exposed so tests can feed them fabricated observations -------------------------
+
+// Contract: "" when the observation matches the prediction, else what differs.
+std::string compare_contract(const NodePrediction& predicted, NodeStatus status, const ObservedError* observed);
+
+// Agreement: the first element of `got` outside the bound of `exact` (exact ops: equal after rounding to f32).
+struct ElementMismatch {
+  int64_t index = -1;  // -1: the shapes or dtypes differ
+  double got = 0, exact = 0, allowed = 0;
+  std::string why;
+};
+std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const reference::RefTensor& got,
+                                                      const reference::RefResult& exact);
+
+// Evaluates a program in f64 with the reference evaluator (inputs as given, optionally replaced), up to `upto`
+// (inclusive, -1: all). Values the evaluator cannot compute are nullopt (and so is everything downstream).
+std::vector<std::optional<reference::RefTensor>> evaluate_f64(
+    const Program& p, const std::vector<std::optional<reference::RefTensor>>& input_override = {}, int upto = -1);
+
+}  // namespace crossfire::harness

@@ -1,0 +1,106 @@
+// The harness's program IR (issue 4): a small op graph of inputs and op calls drawn from the op table, with a
+// readable, versioned text format that round-trips exactly (docs/program-format.md). Programs are what the
+// generators build, what the oracles run, what the reducer shrinks and what a failing campaign saves.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "crossfire/crossfire.hpp"
+
+namespace crossfire::harness {
+
+// Limits a program file must respect; a file that breaks one is rejected with the limit named (ParseError).
+struct ProgramLimits {
+  static constexpr size_t kMaxBytes = 16u << 20;      // size of a program file
+  static constexpr int kMaxValues = 4096;             // inputs + nodes
+  static constexpr int64_t kMaxTensorElements = 1 << 20;  // elements of one input
+  static constexpr int64_t kMaxTotalElements = 1 << 22;   // elements of all inputs together
+  static constexpr int kMaxListLength = 256;          // entries of one list (tensors, ints)
+  static constexpr int kMaxRank = crossfire::kMaxRank;
+};
+
+// A reference to an earlier value, optionally moved to another device just before the call (the way a program
+// places one argument on a deliberately different device: `%3@cpu:1`).
+struct ValueRef {
+  int id = -1;
+  std::optional<Device> on;
+  friend bool operator==(const ValueRef&, const ValueRef&) = default;
+};
+
+struct AbsentArg {
+  friend bool operator==(const AbsentArg&, const AbsentArg&) = default;
+};
+struct ByteData {
+  std::vector<uint8_t> bytes;
+  friend bool operator==(const ByteData&, const ByteData&) = default;
+};
+
+// One argument of a node, mirroring ParamRole.
+using NodeArg = std::variant<ValueRef,               // tensor, present optional_tensor
+                             AbsentArg,              // absent optional_tensor / optional_int_attr
+                             std::vector<ValueRef>,  // tensor_list
+                             int64_t,                // int_attr, present optional_int_attr
+                             double,                 // float_attr
+                             bool,                   // bool_attr
+                             std::vector<int64_t>,   // int_list_attr
+                             DType,                  // dtype_attr
+                             Device,                 // device_attr
+                             ByteData>;              // bytes_attr
+
+// A leaf tensor given by value. f32 values are held as their bits, so equality and the text format are exact.
+struct InputDef {
+  DType dtype = DType::f32;
+  Shape shape;
+  Device device;
+  bool tracked = false;             // requires_grad (f32 only)
+  std::vector<uint32_t> f32_bits;   // f32
+  std::vector<int32_t> ints;        // i32, and bool as 0/1
+  friend bool operator==(const InputDef&, const InputDef&) = default;
+};
+
+struct NodeDef {
+  OpId op = 0;
+  std::vector<NodeArg> args;  // one per parameter, in signature order
+  friend bool operator==(const NodeDef&, const NodeDef&) = default;
+};
+
+struct Value {
+  std::variant<InputDef, NodeDef> def;
+  bool is_input() const { return def.index() == 0; }
+  const InputDef& input() const { return std::get<0>(def); }
+  const NodeDef& node() const { return std::get<1>(def); }
+  InputDef& input() { return std::get<0>(def); }
+  NodeDef& node() { return std::get<1>(def); }
+  friend bool operator==(const Value&, const Value&) = default;
+};
+
+struct Program {
+  static constexpr int kFormatVersion = 1;
+  std::vector<Value> values;        // value i is `%i`; arguments only refer to earlier values
+  std::optional<int> backward_of;   // run reverse mode from this value (seed: ones), checking gradients
+  friend bool operator==(const Program&, const Program&) = default;
+
+  int num_nodes() const;
+};
+
+// The text format. print() then parse() gives back an equal Program; parse() raises ParseError with line and
+// column on malformed, truncated or oversized text and checks references and parameter roles (not shapes: a
+// hand-edited program with bad shapes parses and then fails at dispatch, which is what replaying it should show).
+std::string print_program(const Program& p);
+Program parse_program(std::string_view text);
+Program load_program(const std::string& path);  // ParseError names the file
+// Writes atomically (temp file + rename); raises std::runtime_error on I/O failure.
+void save_text_atomically(const std::string& path, std::string_view text);
+
+// Helpers.
+std::string format_float(double v);  // hex float, or inf/-inf/nan
+float bits_to_f32(uint32_t b);
+uint32_t f32_to_bits(float f);
+int64_t input_numel(const InputDef& in);
+
+}  // namespace crossfire::harness

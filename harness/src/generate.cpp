@@ -1,0 +1,663 @@
+// The program generator: constructive, table-driven, no rejection loops (see generate.hpp).
+#include "crossfire/harness/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace crossfire::harness {
+
+int64_t ByteChoices::range(int64_t lo, int64_t hi) {
+  if (hi <= lo) return lo;
+  const uint64_t span = uint64_t(hi) - uint64_t(lo);
+  uint64_t v = 0;
+  size_t used = 0;
+  // As FuzzedDataProvider: consume just enough bytes to cover the span.
+  while (used < 8 && (span >> (8 * used)) > 0 && !data_.empty()) {
+    v = (v << 8) | data_[0];
+    data_ = data_.subspan(1);
+    ++used;
+  }
+  if (span != UINT64_MAX) v %= (span + 1);
+  return int64_t(uint64_t(lo) + v);
+}
+
+uint64_t PrngChoices::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int64_t PrngChoices::range(int64_t lo, int64_t hi) {
+  if (hi <= lo) return lo;
+  const uint64_t span = uint64_t(hi) - uint64_t(lo) + 1;
+  if (span == 0) return int64_t(next());
+  // Lemire's multiply-shift; the tiny bias is irrelevant for test generation.
+  return int64_t(uint64_t(lo) + uint64_t((__uint128_t(next()) * span) >> 64));
+}
+
+namespace {
+
+struct Meta {
+  DType dtype;
+  Shape shape;
+  bool tracked;
+  Device device;
+};
+
+std::optional<Shape> broadcast_of(const Shape& a, const Shape& b) {
+  int r = std::max(a.rank(), b.rank());
+  Shape out;
+  for (int i = 0; i < r; ++i) {
+    int ia = i - (r - a.rank()), ib = i - (r - b.rank());
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out.push_back(da == 1 ? db : da);
+  }
+  return out;
+}
+
+class Generator {
+ public:
+  Generator(ChoiceSource& c, const GenConfig& cfg) : c_(c), cfg_(cfg) {
+    if (cfg_.devices.empty()) cfg_.devices.push_back(Device::cpu(0));
+    max_rank_ = std::clamp(cfg_.max_rank, 0, 4);
+  }
+
+  Program run() {
+    home_ = cfg_.devices[size_t(c_.range(0, int64_t(cfg_.devices.size()) - 1))];
+    mismatch_ = cfg_.mismatches && c_.coin(1, 4);
+    int n = int(c_.range(std::max(1, cfg_.min_nodes), std::max(cfg_.min_nodes, std::min(cfg_.max_nodes, 30))));
+    for (int i = 0; i < n; ++i) {
+      OpId op = cfg_.ops.empty() ? OpId(c_.range(0, kNumOps - 1))
+                                 : cfg_.ops[size_t(c_.range(0, int64_t(cfg_.ops.size()) - 1))];
+      add_node(op);
+    }
+    if (cfg_.backward) {
+      std::vector<int> tracked;
+      for (size_t i = 0; i < meta_.size(); ++i)
+        if (!p_.values[i].is_input() && meta_[i].tracked && meta_[i].dtype == DType::f32) tracked.push_back(int(i));
+      if (!tracked.empty() && c_.coin(1, 2)) p_.backward_of = tracked[size_t(c_.range(0, int64_t(tracked.size()) - 1))];
+    }
+    return std::move(p_);
+  }
+
+ private:
+  // ---- small choices -------------------------------------------------------------------------------------------
+  int64_t pick(int64_t lo, int64_t hi) { return c_.range(lo, hi); }
+  Device any_device() { return cfg_.devices[size_t(pick(0, int64_t(cfg_.devices.size()) - 1))]; }
+  Device input_device() { return mismatch_ && c_.coin(1, 4) ? any_device() : home_; }
+
+  int64_t dim() {
+    // Mostly 1..4, sometimes 0 (empty tensors are part of the contract too).
+    int64_t k = pick(0, 15);
+    return k == 0 ? 0 : 1 + (k % 4);
+  }
+  int64_t pos_dim(int64_t hi = 4) { return pick(1, hi); }
+  Shape random_shape(int min_rank = 0, bool nonempty = false) {
+    Shape s;
+    int r = int(pick(min_rank, std::max(min_rank, max_rank_)));
+    for (int i = 0; i < r; ++i) s.push_back(nonempty ? pos_dim() : dim());
+    return s;
+  }
+  // A shape that broadcasts with `base`: aligned dims equal, or 1 on either side, plus new leading dims.
+  Shape compatible_shape(const Shape& base) {
+    int r = int(pick(0, std::max(base.rank(), max_rank_)));
+    Shape s;
+    for (int i = 0; i < r; ++i) {
+      int ib = i - (r - base.rank());
+      if (ib < 0) {
+        s.push_back(pos_dim(3));
+      } else if (base[ib] == 1) {
+        s.push_back(c_.coin(1, 2) ? 1 : dim());
+      } else {
+        s.push_back(c_.coin(1, 4) ? 1 : base[ib]);
+      }
+    }
+    return s;
+  }
+
+  // ---- values --------------------------------------------------------------------------------------------------
+  float f32_value(Domain dom, int kind) {
+    switch (dom) {
+      case Domain::positive: return float(pick(1, 64)) / 16.0f;
+      case Domain::non_negative: return float(pick(0, 64)) / 16.0f;
+      case Domain::non_zero: return float(pick(4, 64)) / 16.0f * (c_.coin(1, 2) ? -1.0f : 1.0f);
+      default: break;
+    }
+    switch (kind) {
+      case 0: return float(pick(-3, 3));
+      case 1: return float(pick(-2048, 2048)) / 1024.0f;
+      case 2: {
+        float m = float(pick(1 << 23, (1 << 24) - 1)) / float(1 << 23);
+        return std::ldexp(m, int(pick(-8, 4))) * (c_.coin(1, 2) ? -1.0f : 1.0f);
+      }
+      default: {
+        static constexpr float kSpecial[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e30f, -1e-30f, INFINITY, -INFINITY, NAN};
+        return kSpecial[size_t(pick(0, 8))];
+      }
+    }
+  }
+  int fresh_input(DType dt, const Shape& shape, bool tracked, Domain dom, int64_t index_bound = 0) {
+    InputDef in;
+    in.dtype = dt;
+    in.shape = shape;
+    in.device = input_device();
+    in.tracked = dt == DType::f32 && tracked;
+    int64_t n = shape.numel();
+    int kind = int(pick(0, cfg_.special_values ? 3 : 2));
+    if (kind == 3 && (in.tracked || !c_.coin(1, 2))) kind = 1;  // specials are rare and never in tracked inputs
+    for (int64_t i = 0; i < n; ++i) {
+      if (dt == DType::f32) {
+        in.f32_bits.push_back(f32_to_bits(f32_value(dom, kind)));
+      } else if (dt == DType::i32) {
+        if (dom == Domain::index) in.ints.push_back(int32_t(pick(0, std::max<int64_t>(0, index_bound - 1))));
+        else if (dom == Domain::non_zero) in.ints.push_back(int32_t(pick(1, 9)));
+        else in.ints.push_back(int32_t(kind == 2 ? pick(INT32_MIN, INT32_MAX) : pick(-5, 5)));
+      } else {
+        in.ints.push_back(int32_t(pick(0, 1)));
+      }
+    }
+    return push(Value{std::move(in)}, Meta{dt, shape, dt == DType::f32 && tracked, p_.values.size() ? home_ : home_});
+  }
+  int push(Value v, Meta m) {
+    if (v.is_input()) m.device = v.input().device;
+    p_.values.push_back(std::move(v));
+    meta_.push_back(m);
+    return int(p_.values.size()) - 1;
+  }
+
+  // A tensor argument: an earlier value that fits, or a fresh input. Arguments with a value domain are always
+  // fresh inputs (their values are chosen inside the domain); untracked-only parameters never get tracked values.
+  template <class Ok, class Fresh>
+  ValueRef tensor_arg(const ParamDef& p, DType dt, Ok&& ok, Fresh&& fresh_shape, int64_t index_bound = 0) {
+    const bool untracked_only = p.grad == GradPolicy::forbidden;
+    if (p.domain == Domain::any) {
+      cand_.clear();
+      for (size_t i = 0; i < meta_.size(); ++i) {
+        const Meta& m = meta_[i];
+        if (m.dtype == dt && !(untracked_only && m.tracked) && m.shape.numel() <= 512 && ok(m.shape))
+          cand_.push_back(int(i));
+      }
+      if (!cand_.empty() && c_.coin(3, 4)) return with_override(cand_[size_t(pick(0, int64_t(cand_.size()) - 1))]);
+    }
+    bool tracked = cfg_.tracked && !untracked_only && dt == DType::f32 && p.grad == GradPolicy::differentiable &&
+                   c_.coin(1, 2);
+    return with_override(fresh_input(dt, fresh_shape(), tracked, p.domain, index_bound));
+  }
+  ValueRef with_override(int id) {
+    ValueRef r{id, std::nullopt};
+    if (mismatch_ && c_.coin(1, 5)) r.on = any_device();
+    return r;
+  }
+  DType pick_dtype(DTypeSet s) {
+    DType opts[kNumDTypes];
+    int n = 0;
+    for (DType d : kAllDTypes)
+      if (s.contains(d)) opts[n++] = d;
+    return n == 0 ? DType::f32 : opts[pick(0, n - 1)];
+  }
+  const Shape& shape_of(const ValueRef& r) const { return meta_[size_t(r.id)].shape; }
+
+  std::vector<int> tensor_params(const OpDef& op) const {
+    std::vector<int> v;
+    for (int i = 0; i < op.num_params; ++i)
+      if (is_tensor_role(op.params[size_t(i)].role)) v.push_back(i);
+    return v;
+  }
+  // The k-th parameter of a role (families name their attributes by position, not by name).
+  static int nth(const OpDef& op, ParamRole role, int k) {
+    for (int i = 0; i < op.num_params; ++i)
+      if (op.params[size_t(i)].role == role && k-- == 0) return i;
+    return -1;
+  }
+
+  // ---- nodes ---------------------------------------------------------------------------------------------------
+  void add_node(OpId id) {
+    const OpDef& op = op_def(id);
+    NodeDef n;
+    n.op = id;
+    n.args.resize(size_t(op.num_params));
+    Meta out{DType::f32, Shape{}, false, home_};
+    // Attributes every family fills the same way, when present.
+    auto set = [&](int param, NodeArg a) {
+      if (param >= 0) n.args[size_t(param)] = std::move(a);
+    };
+    auto axis_for = [&](int rank) { return rank == 0 ? int64_t(0) : pick(-rank, rank - 1); };
+    auto norm = [](int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; };
+    std::vector<int> tp = tensor_params(op);
+
+    switch (op.family) {
+      case OpFamily::creation: {
+        Shape s = random_shape();
+        DType dt = DType::f32;
+        for (int i = 0; i < op.num_params; ++i) {
+          const ParamDef& p = op.params[size_t(i)];
+          if (p.role == ParamRole::device_attr) n.args[size_t(i)] = mismatch_ ? any_device() : home_;
+        }
+        int start = op.param_index("start"), stop = op.param_index("stop"), step = op.param_index("step");
+        int dtp = nth(op, ParamRole::dtype_attr, 0);
+        if (start >= 0 && stop >= 0 && step >= 0) {
+          // A range: f32 or i32 (a bool range is meaningless), dyadic steps so the length is exact.
+          dt = c_.coin(1, 2) ? DType::f32 : DType::i32;
+          double st = dt == DType::i32 ? double(pick(1, 3)) : double(pick(1, 8)) / 4.0;
+          if (c_.coin(1, 3)) st = -st;
+          double a = double(pick(-5, 5));
+          int64_t count = pick(0, 12);
+          set(start, a);
+          set(stop, a + double(count) * st);
+          set(step, st);
+          s = Shape{count};
+        } else {
+          int shape_p = nth(op, ParamRole::int_list_attr, 0);
+          if (dtp >= 0) dt = pick_dtype(kAnyDType);
+          set(shape_p, std::vector<int64_t>(s.dims().begin(), s.dims().end()));
+          int value_p = nth(op, ParamRole::float_attr, 0);
+          if (value_p >= 0) set(value_p, c_.coin(1, 2) ? double(pick(-4, 4)) : double(pick(-64, 64)) / 8.0);
+          int seed_p = nth(op, ParamRole::int_attr, 0);
+          if (seed_p >= 0) set(seed_p, pick(0, 1 << 30));
+          int bytes_p = nth(op, ParamRole::bytes_attr, 0);
+          if (bytes_p >= 0) {
+            ByteData b;
+            for (int64_t i = 0; i < s.numel(); ++i) {
+              if (dt == DType::boolean) {
+                b.bytes.push_back(uint8_t(pick(0, 1)));
+              } else {
+                uint32_t w = dt == DType::f32 ? f32_to_bits(f32_value(Domain::any, int(pick(0, 2))))
+                                              : uint32_t(int32_t(pick(-5, 5)));
+                for (int k = 0; k < 4; ++k) b.bytes.push_back(uint8_t(w >> (8 * k)));
+              }
+            }
+            set(bytes_p, std::move(b));
+          }
+          if (dtp < 0) dt = DType::f32;  // rand, randn
+        }
+        if (dtp >= 0) set(dtp, dt);
+        out.dtype = dt;
+        out.shape = s;
+        break;
+      }
+      case OpFamily::unary:
+      case OpFamily::binary:
+      case OpFamily::where: {
+        // Elementwise: each tensor argument broadcasts with the shape built so far; a dtype group shares one dtype.
+        std::array<int, 8> group_dtype;
+        group_dtype.fill(-1);
+        std::optional<Shape> acc;
+        DType first_dt = DType::f32;
+        bool first = true;
+        for (int i : tp) {
+          const ParamDef& p = op.params[size_t(i)];
+          DType dt;
+          if (p.same_dtype_group && group_dtype[p.same_dtype_group] >= 0) {
+            dt = DType(group_dtype[p.same_dtype_group]);
+          } else {
+            // Only dtypes every member of the group accepts.
+            DTypeSet s = p.dtypes;
+            if (p.same_dtype_group)
+              for (int j : tp)
+                if (op.params[size_t(j)].same_dtype_group == p.same_dtype_group)
+                  s.bits &= op.params[size_t(j)].dtypes.bits;
+            dt = pick_dtype(s);
+            if (p.same_dtype_group) group_dtype[p.same_dtype_group] = int(dt);
+          }
+          ValueRef r;
+          if (!acc) {
+            r = tensor_arg(p, dt, [](const Shape&) { return true; }, [&] { return random_shape(); });
+            acc = shape_of(r);
+          } else {
+            Shape base = *acc;
+            r = tensor_arg(
+                p, dt, [&](const Shape& s) { return broadcast_of(base, s).has_value(); },
+                [&] { return compatible_shape(base); });
+            acc = broadcast_of(base, shape_of(r));
+          }
+          if (first) first_dt = dt, first = false;
+          n.args[size_t(i)] = r;
+        }
+        out.shape = *acc;
+        // The output dtype: compare/logic ops give bool (no backward, all-constant params); where gives its
+        // values' dtype; everything else its first input's.
+        bool logical = op.backward == nullptr && op.params[size_t(tp[0])].grad == GradPolicy::constant;
+        if (op.family == OpFamily::where) out.dtype = meta_[size_t(std::get<ValueRef>(n.args[size_t(tp[1])]).id)].dtype;
+        else out.dtype = logical ? DType::boolean : first_dt;
+        break;
+      }
+      case OpFamily::cast: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        DType dt = pick_dtype(kAnyDType);
+        set(nth(op, ParamRole::dtype_attr, 0), dt);
+        out = {dt, shape_of(r), false, home_};
+        break;
+      }
+      case OpFamily::reduce: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        // Only sum and mean are defined over nothing (see rules::reduce); others need a non-empty reduced range.
+        bool needs_nonempty = op.name != "sum" && op.name != "mean";
+        ValueRef r = tensor_arg(
+            p, pick_dtype(p.dtypes), [&](const Shape& s) { return !needs_nonempty || s.numel() > 0; },
+            [&] { return random_shape(0, needs_nonempty); });
+        n.args[size_t(tp[0])] = r;
+        Shape xs = shape_of(r);
+        int axis_p = nth(op, ParamRole::optional_int_attr, 0);
+        bool keep = c_.coin(1, 2);
+        set(nth(op, ParamRole::bool_attr, 0), keep);
+        bool has_axis = xs.rank() > 0 && c_.coin(1, 2);
+        Shape o;
+        if (has_axis) {
+          int64_t ax = axis_for(xs.rank());
+          set(axis_p, ax);
+          for (int i = 0; i < xs.rank(); ++i)
+            if (i != norm(ax, xs.rank())) o.push_back(xs[i]);
+            else if (keep) o.push_back(1);
+        } else {
+          set(axis_p, AbsentArg{});
+          if (keep)
+            for (int i = 0; i < xs.rank(); ++i) o.push_back(1);
+        }
+        // argmax-like reductions (no backward, i32 out on any input) vs value reductions.
+        out.dtype = op.backward == nullptr ? DType::i32 : meta_[size_t(r.id)].dtype;
+        out.shape = o;
+        break;
+      }
+      case OpFamily::matmul: {
+        const ParamDef& pl = op.params[size_t(tp[0])];
+        const ParamDef& pr = op.params[size_t(tp[1])];
+        ValueRef l = tensor_arg(
+            pl, DType::f32, [&](const Shape& s) { return s.rank() >= 2; },
+            [&] {
+              Shape s = random_shape(0);
+              Shape t;
+              for (int i = 0; i < std::min(s.rank(), 2); ++i) t.push_back(s[i]);
+              t.push_back(dim());
+              t.push_back(dim());
+              return t;
+            });
+        Shape ls = shape_of(l);
+        int64_t k = ls[ls.rank() - 1];
+        Shape lb;
+        for (int i = 0; i < ls.rank() - 2; ++i) lb.push_back(ls[i]);
+        ValueRef r = tensor_arg(
+            pr, DType::f32,
+            [&](const Shape& s) {
+              if (s.rank() < 2 || s[s.rank() - 2] != k) return false;
+              Shape b;
+              for (int i = 0; i < s.rank() - 2; ++i) b.push_back(s[i]);
+              return broadcast_of(lb, b).has_value();
+            },
+            [&] {
+              Shape b = lb.rank() > 0 ? compatible_shape(lb) : Shape{};
+              Shape t;
+              for (int i = std::max(0, b.rank() - 2); i < b.rank(); ++i) t.push_back(b[i]);
+              t.push_back(k);
+              t.push_back(dim());
+              return t;
+            });
+        n.args[size_t(tp[0])] = l;
+        n.args[size_t(tp[1])] = r;
+        Shape rs = shape_of(r);
+        Shape rb;
+        for (int i = 0; i < rs.rank() - 2; ++i) rb.push_back(rs[i]);
+        Shape o = *broadcast_of(lb, rb);
+        o.push_back(ls[ls.rank() - 2]);
+        o.push_back(rs[rs.rank() - 1]);
+        out = {DType::f32, o, false, home_};
+        break;
+      }
+      case OpFamily::reshape: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        Shape xs = shape_of(r);
+        // Split the element count into factors: move each prime-ish factor of every dim into a random new dim.
+        std::vector<int64_t> dims;
+        int64_t numel = xs.numel();
+        if (numel == 0) {
+          dims = {0};
+          if (c_.coin(1, 2)) dims.push_back(pos_dim(3));
+        } else {
+          int r2 = int(pick(1, std::max(1, max_rank_)));
+          dims.assign(size_t(r2), 1);
+          int64_t rest = numel;
+          for (int64_t f = 2; f * f <= rest;) {
+            if (rest % f == 0) {
+              dims[size_t(pick(0, r2 - 1))] *= f;
+              rest /= f;
+            } else {
+              ++f;
+            }
+          }
+          if (rest > 1) dims[size_t(pick(0, r2 - 1))] *= rest;
+          if (numel == 1 && c_.coin(1, 3)) dims.clear();  // to a scalar
+        }
+        Shape o;
+        for (int64_t d : dims) o.push_back(d);
+        if (!dims.empty() && numel > 0 && c_.coin(1, 4)) dims[size_t(pick(0, int64_t(dims.size()) - 1))] = -1;
+        set(nth(op, ParamRole::int_list_attr, 0), dims);
+        out = {meta_[size_t(r.id)].dtype, o, false, home_};
+        break;
+      }
+      case OpFamily::permute: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        Shape xs = shape_of(r);
+        std::vector<int64_t> perm(size_t(xs.rank()));
+        for (int i = 0; i < xs.rank(); ++i) perm[size_t(i)] = i;
+        for (int i = xs.rank() - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(pick(0, i))]);
+        Shape o;
+        for (int64_t d : perm) o.push_back(xs[int(d)]);
+        set(nth(op, ParamRole::int_list_attr, 0), perm);
+        out = {meta_[size_t(r.id)].dtype, o, false, home_};
+        break;
+      }
+      case OpFamily::slice: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        Shape xs = shape_of(r);
+        std::vector<int64_t> starts, stops, steps;
+        Shape o;
+        for (int i = 0; i < xs.rank(); ++i) {
+          int64_t a = pick(0, xs[i]), b = pick(a, xs[i]), st = pick(1, 3);
+          starts.push_back(a);
+          stops.push_back(b);
+          steps.push_back(st);
+          o.push_back((b - a + st - 1) / st);
+        }
+        set(nth(op, ParamRole::int_list_attr, 0), starts);
+        set(nth(op, ParamRole::int_list_attr, 1), stops);
+        set(nth(op, ParamRole::int_list_attr, 2), steps);
+        out = {meta_[size_t(r.id)].dtype, o, false, home_};
+        break;
+      }
+      case OpFamily::expand: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        Shape xs = shape_of(r);
+        Shape o;
+        int extra = int(pick(0, std::max(0, max_rank_ - xs.rank())));
+        for (int i = 0; i < extra; ++i) o.push_back(pos_dim(3));
+        for (int i = 0; i < xs.rank(); ++i) o.push_back(xs[i] == 1 ? pos_dim(3) : xs[i]);
+        set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>(o.dims().begin(), o.dims().end()));
+        out = {meta_[size_t(r.id)].dtype, o, false, home_};
+        break;
+      }
+      case OpFamily::cat: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        DType dt = pick_dtype(p.dtypes);
+        int count = int(pick(1, 4));
+        std::vector<ValueRef> list;
+        ValueRef r0 = tensor_arg(p, dt, [](const Shape& s) { return s.rank() >= 1; },
+                                 [&] { return random_shape(1); });
+        list.push_back(r0);
+        Shape s0 = shape_of(r0);
+        int64_t ax = axis_for(s0.rank());
+        int a = int(norm(ax, s0.rank()));
+        int64_t total = s0[a];
+        for (int j = 1; j < count; ++j) {
+          ValueRef rj = tensor_arg(
+              p, dt,
+              [&](const Shape& s) {
+                if (s.rank() != s0.rank()) return false;
+                for (int i = 0; i < s.rank(); ++i)
+                  if (i != a && s[i] != s0[i]) return false;
+                return true;
+              },
+              [&] {
+                Shape s = s0;
+                s[a] = dim();
+                return s;
+              });
+          total += shape_of(rj)[a];
+          list.push_back(rj);
+        }
+        n.args[size_t(tp[0])] = list;
+        set(nth(op, ParamRole::int_attr, 0), ax);
+        Shape o = s0;
+        o[a] = total;
+        out = {dt, o, false, home_};
+        break;
+      }
+      case OpFamily::index_select: {
+        const ParamDef& px = op.params[size_t(tp[0])];
+        const ParamDef& pi = op.params[size_t(tp[1])];
+        ValueRef x = tensor_arg(px, pick_dtype(px.dtypes), [](const Shape& s) { return s.rank() >= 1; },
+                                [&] { return random_shape(1); });
+        Shape xs = shape_of(x);
+        int64_t ax = axis_for(xs.rank());
+        int64_t d = xs[int(norm(ax, xs.rank()))];
+        int64_t len = d == 0 ? 0 : pick(0, 5);
+        ValueRef idx = tensor_arg(pi, pick_dtype(pi.dtypes), [](const Shape&) { return false; },
+                                  [&] { return Shape{len}; }, d);
+        n.args[size_t(tp[0])] = x;
+        n.args[size_t(tp[1])] = idx;
+        set(nth(op, ParamRole::int_attr, 0), ax);
+        Shape o = xs;
+        o[int(norm(ax, xs.rank()))] = len;
+        out = {meta_[size_t(x.id)].dtype, o, false, home_};
+        break;
+      }
+      case OpFamily::softmax: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape& s) { return s.rank() >= 1; },
+                                [&] { return random_shape(1); });
+        n.args[size_t(tp[0])] = r;
+        set(nth(op, ParamRole::int_attr, 0), axis_for(shape_of(r).rank()));
+        out = {DType::f32, shape_of(r), false, home_};
+        break;
+      }
+      case OpFamily::conv2d: {
+        int64_t stride[2] = {pick(1, 2), pick(1, 2)}, pad[2] = {pick(0, 1), pick(0, 1)};
+        const ParamDef& pin = op.params[size_t(tp[0])];
+        ValueRef in = tensor_arg(
+            pin, DType::f32,
+            [](const Shape& s) { return s.rank() == 4 && s.numel() > 0 && s[2] <= 6 && s[3] <= 6; },
+            [&] { return Shape{pos_dim(2), pos_dim(3), pos_dim(5), pos_dim(5)}; });
+        Shape is = shape_of(in);
+        int64_t o = pos_dim(3);
+        int64_t kh = pick(1, std::min<int64_t>(3, is[2] + 2 * pad[0]));
+        int64_t kw = pick(1, std::min<int64_t>(3, is[3] + 2 * pad[1]));
+        const ParamDef& pw = op.params[size_t(tp[1])];
+        ValueRef w = tensor_arg(pw, DType::f32, [](const Shape&) { return false; },
+                                [&] { return Shape{o, is[1], kh, kw}; });
+        n.args[size_t(tp[0])] = in;
+        n.args[size_t(tp[1])] = w;
+        if (tp.size() > 2) {
+          const ParamDef& pb = op.params[size_t(tp[2])];
+          if (c_.coin(1, 2))
+            n.args[size_t(tp[2])] = tensor_arg(pb, DType::f32, [&](const Shape& s) { return s == Shape{o}; },
+                                               [&] { return Shape{o}; });
+          else
+            n.args[size_t(tp[2])] = AbsentArg{};
+        }
+        set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{stride[0], stride[1]});
+        set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{pad[0], pad[1]});
+        int64_t ho = (is[2] + 2 * pad[0] - kh) / stride[0] + 1, wo = (is[3] + 2 * pad[1] - kw) / stride[1] + 1;
+        out = {DType::f32, Shape{is[0], o, ho, wo}, false, home_};
+        break;
+      }
+      case OpFamily::unfold: {
+        int64_t stride[2] = {pick(1, 2), pick(1, 2)}, pad[2] = {pick(0, 1), pick(0, 1)};
+        const ParamDef& pin = op.params[size_t(tp[0])];
+        ValueRef in = tensor_arg(
+            pin, DType::f32, [](const Shape& s) { return s.rank() == 4 && s[2] <= 6 && s[3] <= 6; },
+            [&] { return Shape{pos_dim(2), pos_dim(3), pos_dim(5), pos_dim(5)}; });
+        Shape is = shape_of(in);
+        int64_t kh = pick(1, std::max<int64_t>(1, std::min<int64_t>(3, is[2] + 2 * pad[0])));
+        int64_t kw = pick(1, std::max<int64_t>(1, std::min<int64_t>(3, is[3] + 2 * pad[1])));
+        if (is[2] + 2 * pad[0] < kh) pad[0] = kh;  // a zero-height input: pad so the window fits
+        if (is[3] + 2 * pad[1] < kw) pad[1] = kw;
+        n.args[size_t(tp[0])] = in;
+        set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{kh, kw});
+        set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{stride[0], stride[1]});
+        set(nth(op, ParamRole::int_list_attr, 2), std::vector<int64_t>{pad[0], pad[1]});
+        int64_t ho = (is[2] + 2 * pad[0] - kh) / stride[0] + 1, wo = (is[3] + 2 * pad[1] - kw) / stride[1] + 1;
+        out = {DType::f32, Shape{is[0], is[1] * kh * kw, ho * wo}, false, home_};
+        break;
+      }
+      case OpFamily::fold: {
+        int64_t stride[2] = {pick(1, 2), pick(1, 2)}, pad[2] = {pick(0, 1), pick(0, 1)};
+        int64_t h = pos_dim(5), w = pos_dim(5), nb = pos_dim(2), ch = pos_dim(2);
+        int64_t kh = pick(1, std::min<int64_t>(3, h + 2 * pad[0])), kw = pick(1, std::min<int64_t>(3, w + 2 * pad[1]));
+        int64_t l = ((h + 2 * pad[0] - kh) / stride[0] + 1) * ((w + 2 * pad[1] - kw) / stride[1] + 1);
+        Shape want{nb, ch * kh * kw, l};
+        const ParamDef& pin = op.params[size_t(tp[0])];
+        ValueRef in = tensor_arg(pin, DType::f32, [&](const Shape& s) { return s == want; }, [&] { return want; });
+        n.args[size_t(tp[0])] = in;
+        set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{h, w});
+        set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{kh, kw});
+        set(nth(op, ParamRole::int_list_attr, 2), std::vector<int64_t>{stride[0], stride[1]});
+        set(nth(op, ParamRole::int_list_attr, 3), std::vector<int64_t>{pad[0], pad[1]});
+        out = {DType::f32, Shape{nb, ch, h, w}, false, home_};
+        break;
+      }
+      case OpFamily::transfer: {
+        const ParamDef& p = op.params[size_t(tp[0])];
+        ValueRef r = tensor_arg(p, pick_dtype(p.dtypes), [](const Shape&) { return true; },
+                                [&] { return random_shape(); });
+        n.args[size_t(tp[0])] = r;
+        set(nth(op, ParamRole::device_attr, 0), mismatch_ ? any_device() : home_);
+        out = {meta_[size_t(r.id)].dtype, shape_of(r), false, home_};
+        break;
+      }
+    }
+    // Tracked: a differentiable op with a tracked input on a differentiable parameter.
+    if (op.backward != nullptr) {
+      auto tracked_ref = [&](const ValueRef& r) { return meta_[size_t(r.id)].tracked; };
+      for (int i : tp) {
+        if (op.params[size_t(i)].grad != GradPolicy::differentiable) continue;
+        const NodeArg& a = n.args[size_t(i)];
+        if (auto* r = std::get_if<ValueRef>(&a)) out.tracked |= tracked_ref(*r);
+        if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+          for (const ValueRef& r : *l) out.tracked |= tracked_ref(r);
+      }
+      out.tracked &= out.dtype == DType::f32;
+    }
+    push(Value{std::move(n)}, out);
+  }
+
+  ChoiceSource& c_;
+  GenConfig cfg_;
+  int max_rank_ = 4;
+  Device home_;
+  bool mismatch_ = false;
+  Program p_;
+  std::vector<Meta> meta_;
+  std::vector<int> cand_;
+};
+
+}  // namespace
+
+Program generate_program(ChoiceSource& choices, const GenConfig& config) { return Generator(choices, config).run(); }
+
+}  // namespace crossfire::harness

@@ -1,0 +1,315 @@
+// The contract model (an independent reading of contract sections 3-4) and the program executor.
+#include "crossfire/harness/model.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace crossfire::harness {
+
+// ---- the model -------------------------------------------------------------------------------------------------
+
+Device ref_device(const std::vector<NodePrediction>& pred, const ValueRef& r) {
+  return r.on ? *r.on : pred[size_t(r.id)].device;
+}
+
+std::vector<NodePrediction> predict(const Program& p) {
+  std::vector<NodePrediction> out(p.values.size());
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    NodePrediction& np = out[v];
+    if (p.values[v].is_input()) {
+      np.device = p.values[v].input().device;
+      np.tracked = p.values[v].input().tracked;
+      continue;
+    }
+    const NodeDef& n = p.values[v].node();
+    const OpDef& op = op_def(n.op);
+    // Every present tensor argument in signature order, list elements expanded: (label, param, index, device).
+    struct Present {
+      std::string label;
+      int param, list_index;
+      Device device;
+      bool tracked;
+    };
+    std::vector<Present> present;
+    bool has_tensor_param = false;
+    Device explicit_device;
+    bool has_device_attr = false;
+    for (int i = 0; i < op.num_params && size_t(i) < n.args.size(); ++i) {
+      const ParamDef& pd = op.params[size_t(i)];
+      const NodeArg& a = n.args[size_t(i)];
+      if (is_tensor_role(pd.role)) has_tensor_param = true;
+      if (pd.role == ParamRole::device_attr) {
+        if (auto* d = std::get_if<Device>(&a)) explicit_device = *d, has_device_attr = true;
+      }
+      auto add = [&](const ValueRef& r, int li) {
+        present.push_back({li < 0 ? std::string(pd.name) : fmt::format("{}[{}]", pd.name, li), i, li,
+                           ref_device(out, r), out[size_t(r.id)].tracked && pd.grad == GradPolicy::differentiable});
+      };
+      if (auto* r = std::get_if<ValueRef>(&a)) add(*r, -1);
+      if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+        for (size_t j = 0; j < l->size(); ++j) add((*l)[j], int(j));
+    }
+    if (present.empty()) {
+      np.no_tensor_input = has_tensor_param;
+      np.device = explicit_device;
+      continue;
+    }
+    const Present& t = present[0];
+    np.device = t.device;
+    PredictedMismatch mm{t.device, t.label, {}};
+    for (const Present& a : present)
+      if (!(a.device == t.device))
+        mm.offenders.push_back({a.label, a.param, a.list_index, a.device, a.device.backend != t.device.backend});
+    if (!mm.offenders.empty()) np.mismatch = std::move(mm);
+    // `to` is the one op whose result lives elsewhere (contract section 3).
+    if (op.family == OpFamily::transfer && has_device_attr) np.device = explicit_device;
+    if (op.backward != nullptr)
+      for (const Present& a : present) np.tracked |= a.tracked;
+  }
+  return out;
+}
+
+// ---- observation -----------------------------------------------------------------------------------------------
+
+ObservedError observe(const std::exception& e) {
+  ObservedError o;
+  o.message = e.what();
+  if (auto* ce = dynamic_cast<const Error*>(&e)) {
+    o.kind = ce->kind();
+    if (auto* dm = dynamic_cast<const DeviceMismatch*>(&e)) o.mismatch = PredictedMismatch{dm->target, dm->target_from, dm->offenders};
+    if (auto* d = dynamic_cast<const DTypeMismatch*>(&e)) o.param = d->param;
+    if (auto* s = dynamic_cast<const ShapeError*>(&e)) o.param = s->param;
+    if (auto* s = dynamic_cast<const InvalidArgument*>(&e)) o.param = s->param;
+  } else {
+    o.kind = ErrorKind::backend_failure;
+    o.message = fmt::format("not a crossfire::Error: {}", e.what());
+  }
+  return o;
+}
+
+WorldCounters world_counters() {
+  WorldCounters w;
+  for (BackendKind k : kAllBackendKinds) w.backends.push_back(backend(k).snapshot());
+  w.autodiff_nodes = autodiff_nodes_recorded();
+  return w;
+}
+
+// ---- execution -------------------------------------------------------------------------------------------------
+
+reference::RefTensor ref_input(const InputDef& in) {
+  reference::RefTensor r{in.dtype, in.shape, {}};
+  int64_t n = in.shape.numel();
+  r.values.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    r.values[size_t(i)] = in.dtype == DType::f32 ? double(bits_to_f32(in.f32_bits[size_t(i)])) : double(in.ints[size_t(i)]);
+  return r;
+}
+
+namespace {
+
+std::vector<uint8_t> input_bytes(const InputDef& in) {
+  std::vector<uint8_t> b;
+  int64_t n = in.shape.numel();
+  if (in.dtype == DType::boolean) {
+    for (int64_t i = 0; i < n; ++i) b.push_back(uint8_t(in.ints[size_t(i)] != 0));
+  } else {
+    b.resize(size_t(n) * 4);
+    if (n) std::memcpy(b.data(), in.dtype == DType::f32 ? static_cast<const void*>(in.f32_bits.data())
+                                                        : static_cast<const void*>(in.ints.data()), b.size());
+  }
+  return b;
+}
+
+// A stand-in for a value whose node did not run: deterministic, harmless values of the right dtype and shape.
+Tensor make_standin(const OutputSpec& spec, bool tracked, uint64_t salt) {
+  int64_t n = spec.shape.numel();
+  std::vector<uint8_t> bytes(size_t(n) * dtype_size(spec.dtype));
+  uint64_t s = salt * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    if (spec.dtype == DType::f32) {
+      float f = float(int64_t(s % 33) - 16) / 8.0f;
+      std::memcpy(bytes.data() + 4 * i, &f, 4);
+    } else if (spec.dtype == DType::i32) {
+      int32_t v = int32_t(s % 7) - 3;
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    } else {
+      bytes[size_t(i)] = uint8_t(s & 1);
+    }
+  }
+  Tensor t = from_bytes(bytes, spec.shape.dims(), spec.dtype, spec.device);
+  if (tracked && spec.dtype == DType::f32) t.set_requires_grad(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor make_input(const InputDef& in, Device device) {
+  std::vector<uint8_t> b = input_bytes(in);
+  Tensor t = from_bytes(b, in.shape.dims(), in.dtype, device);
+  if (in.tracked) t.set_requires_grad(true);
+  return t;
+}
+
+RunResult run_program(const Program& p, const RunOptions& opts) {
+  auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
+  std::vector<NodePrediction> pred = predict(p);
+  RunResult res;
+  res.nodes.resize(p.values.size());
+  res.tensors.resize(p.values.size());
+  res.standin.assign(p.values.size(), false);
+  std::optional<NoGradGuard> no_grad;
+  if (!opts.grad_enabled) no_grad.emplace();
+
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    NodeRecord& rec = res.nodes[v];
+    if (p.values[v].is_input()) {
+      const InputDef& in = p.values[v].input();
+      try {
+        res.tensors[v] = make_input(in, map(in.device));
+      } catch (const std::exception& e) {
+        rec.status = NodeStatus::failed;
+        rec.error = observe(e);
+      }
+      continue;
+    }
+    const NodeDef& n = p.values[v].node();
+    const OpDef& op = op_def(n.op);
+    // Arguments: the live values, moved to their override device (outside the checked call).
+    std::vector<Tensor> singles(size_t(op.num_params));
+    std::vector<std::vector<Tensor>> lists(size_t(op.num_params));
+    bool missing = false;
+    auto resolve = [&](const ValueRef& r) -> Tensor {
+      const Tensor& t = res.tensors[size_t(r.id)];
+      if (!t.defined()) {
+        missing = true;
+        return Tensor();
+      }
+      rec.used_standin |= res.standin[size_t(r.id)];
+      if (r.on && !(t.device() == map(*r.on))) {
+        try {
+          return to(t, map(*r.on));
+        } catch (const std::exception&) {
+          missing = true;
+          return Tensor();
+        }
+      }
+      return t;
+    };
+    ArgPack pack;
+    for (int i = 0; i < op.num_params; ++i) {
+      const NodeArg& a = n.args[size_t(i)];
+      const ParamRole role = op.params[size_t(i)].role;
+      Arg arg;
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, ValueRef>) {
+              singles[size_t(i)] = resolve(x);
+              arg = role == ParamRole::optional_tensor ? Arg::optional(&singles[size_t(i)]) : Arg::of(singles[size_t(i)]);
+            } else if constexpr (std::is_same_v<T, AbsentArg>) {
+              arg = role == ParamRole::optional_tensor ? Arg::optional(nullptr) : Arg::optional_integer(false, 0);
+            } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+              for (const ValueRef& r : x) lists[size_t(i)].push_back(resolve(r));
+              arg = Arg::of(std::span<const Tensor>(lists[size_t(i)]));
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+              arg = role == ParamRole::optional_int_attr ? Arg::optional_integer(true, x) : Arg::integer(x);
+            } else if constexpr (std::is_same_v<T, double>) {
+              arg = Arg::scalar(x);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              arg = Arg::flag(x);
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              arg = Arg::of(IntList(x));
+            } else if constexpr (std::is_same_v<T, DType>) {
+              arg = Arg::of(x);
+            } else if constexpr (std::is_same_v<T, Device>) {
+              arg = Arg::of(map(x));
+            } else if constexpr (std::is_same_v<T, ByteData>) {
+              arg = Arg::of(std::span<const uint8_t>(x.bytes));
+            }
+          },
+          a);
+      pack.push(arg);
+    }
+    if (missing) {
+      rec.status = NodeStatus::missing;
+      continue;
+    }
+    if (opts.capture) {
+      try {
+        rec.ref_call = reference::RefCall::from(n.op, pack);
+      } catch (const std::exception&) {
+      }
+    }
+    // Inputs' bytes and counters before the call, to prove "no side effect" if it raises.
+    std::vector<std::vector<uint8_t>> before_bytes;
+    WorldCounters before;
+    if (opts.check_side_effects) {
+      for (int i = 0; i < op.num_params; ++i) {
+        if (singles[size_t(i)].defined()) before_bytes.push_back(singles[size_t(i)].to_host_bytes());
+        for (const Tensor& t : lists[size_t(i)]) before_bytes.push_back(t.to_host_bytes());
+      }
+      before = world_counters();
+    }
+    try {
+      res.tensors[v] = call(n.op, pack);
+      rec.status = NodeStatus::ok;
+    } catch (const std::exception& e) {
+      rec.error = observe(e);
+      rec.status = rec.error->kind == ErrorKind::unsupported ? NodeStatus::unsupported : NodeStatus::failed;
+    }
+    if (rec.status != NodeStatus::ok && opts.check_side_effects) {
+      WorldCounters after = world_counters();
+      if (!(after == before)) {
+        rec.side_effects_ok = false;
+        for (size_t k = 0; k < after.backends.size(); ++k) {
+          const CounterSnapshot &a = before.backends[k], &b = after.backends[k];
+          if (!(a == b))
+            rec.side_effect_detail += fmt::format(
+                "{}: allocations {}->{}, releases {}->{}, launches {}->{}, transfers {}->{}; ",
+                backend_name(BackendKind(k)), a.allocations, b.allocations, a.releases, b.releases, a.kernel_launches,
+                b.kernel_launches, a.transfers, b.transfers);
+        }
+        if (after.autodiff_nodes != before.autodiff_nodes)
+          rec.side_effect_detail += fmt::format("autodiff tape {}->{}; ", before.autodiff_nodes, after.autodiff_nodes);
+      }
+      size_t k = 0;
+      for (int i = 0; i < op.num_params; ++i) {
+        auto check = [&](const Tensor& t, std::string label) {
+          if (k < before_bytes.size() && t.to_host_bytes() != before_bytes[k]) {
+            rec.side_effects_ok = false;
+            rec.side_effect_detail += fmt::format("input `{}` changed; ", label);
+          }
+          ++k;
+        };
+        if (singles[size_t(i)].defined()) check(singles[size_t(i)], std::string(op.params[size_t(i)].name));
+        for (size_t j = 0; j < lists[size_t(i)].size(); ++j)
+          check(lists[size_t(i)][j], fmt::format("{}[{}]", op.params[size_t(i)].name, j));
+      }
+    }
+    if (rec.status == NodeStatus::ok) {
+      if (opts.capture) {
+        try {
+          rec.output = reference::RefTensor::from(res.tensors[v]);
+        } catch (const std::exception& e) {
+          rec.status = NodeStatus::failed;
+          rec.error = observe(e);
+        }
+      }
+      continue;
+    }
+    // A stand-in, so that later nodes are still checked: the output rule gives its dtype and shape.
+    try {
+      Device target = map(pred[v].device);
+      OutputSpec spec = op.output(CallView{op, pack, target});
+      spec.device = map(pred[v].device);
+      res.tensors[v] = make_standin(spec, pred[v].tracked && grad_enabled(), v);
+      res.standin[v] = true;
+    } catch (const std::exception&) {
+    }
+  }
+  return res;
+}
+
+}  // namespace crossfire::harness

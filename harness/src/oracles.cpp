@@ -1,0 +1,758 @@
+// The oracles (see oracles.hpp).
+#include "crossfire/harness/oracles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace crossfire::harness {
+
+std::string_view oracle_name(OracleKind k) {
+  switch (k) {
+    case OracleKind::contract: return "contract";
+    case OracleKind::agreement: return "agreement";
+    case OracleKind::gradients: return "gradients";
+    case OracleKind::bad_input: return "bad_input";
+  }
+  return "?";
+}
+std::optional<OracleKind> parse_oracle(std::string_view name) {
+  for (OracleKind k : kAllOracles)
+    if (oracle_name(k) == name) return k;
+  if (name == "bad-input") return OracleKind::bad_input;
+  return std::nullopt;
+}
+
+PlantedFault parse_planted_fault(std::string_view n) {
+  if (n == "drop_last_offender") return PlantedFault::drop_last_offender;
+  if (n == "swallow_mismatch") return PlantedFault::swallow_mismatch;
+  if (n == "perturb_float_output") return PlantedFault::perturb_float_output;
+  if (n == "flip_exact_output") return PlantedFault::flip_exact_output;
+  if (n == "scale_gradient") return PlantedFault::scale_gradient;
+  if (n == "accept_bad_input") return PlantedFault::accept_bad_input;
+  return PlantedFault::none;
+}
+
+std::string Failure::signature() const {
+  // The kind of finding is the text of `what` up to the first colon (e.g. "wrong DeviceMismatch").
+  std::string kind = what.substr(0, what.find(':'));
+  return fmt::format("{}|{}|{}", oracle_name(oracle), op, kind);
+}
+
+namespace {
+
+std::string mismatch_str(const PredictedMismatch& m) {
+  std::string s = fmt::format("target {} (from `{}`), offenders [", m.target.str(), m.target_from);
+  for (size_t i = 0; i < m.offenders.size(); ++i) {
+    const DeviceOffender& o = m.offenders[i];
+    s += fmt::format("{}`{}` (param {}, element {}) on {} ({})", i ? ", " : "", o.param, o.param_index, o.list_index,
+                     o.device.str(), o.wrong_backend ? "wrong backend" : "wrong device index");
+  }
+  return s + "]";
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
+                               const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
+  reference::RefCall c;
+  c.op = n.op;
+  for (const NodeArg& a : n.args) {
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, ValueRef>) {
+            if (!vals[size_t(x.id)]) *ok = false;
+            c.args.emplace_back(vals[size_t(x.id)] ? *vals[size_t(x.id)] : reference::RefTensor{});
+          } else if constexpr (std::is_same_v<T, AbsentArg>) {
+            c.args.emplace_back(reference::RefAbsent{});
+          } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+            std::vector<reference::RefTensor> l;
+            for (const ValueRef& r : x) {
+              if (!vals[size_t(r.id)]) *ok = false;
+              l.push_back(vals[size_t(r.id)] ? *vals[size_t(r.id)] : reference::RefTensor{});
+            }
+            c.args.emplace_back(std::move(l));
+          } else if constexpr (std::is_same_v<T, ByteData>) {
+            c.args.emplace_back(x.bytes);
+          } else {
+            c.args.emplace_back(x);
+          }
+        },
+        a);
+  }
+  (void)p;
+  return c;
+}
+
+std::vector<bool> ancestors_of(const Program& p, int root) {
+  std::vector<bool> need(p.values.size(), false);
+  if (root < 0) return need;
+  need[size_t(root)] = true;
+  for (int v = root; v >= 0; --v) {
+    if (!need[size_t(v)] || p.values[size_t(v)].is_input()) continue;
+    for (const NodeArg& a : p.values[size_t(v)].node().args) {
+      if (auto* r = std::get_if<ValueRef>(&a)) need[size_t(r->id)] = true;
+      if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+        for (const ValueRef& r : *l) need[size_t(r.id)] = true;
+    }
+  }
+  return need;
+}
+
+}  // namespace
+
+// ---- contract --------------------------------------------------------------------------------------------------
+
+std::string compare_contract(const NodePrediction& pred, NodeStatus status, const ObservedError* obs) {
+  if (pred.no_tensor_input) {
+    if (!obs || obs->kind != ErrorKind::no_tensor_input)
+      return fmt::format("expected NoTensorInput, got {}", obs ? std::string(error_kind_name(obs->kind)) : "success");
+    return "";
+  }
+  if (pred.mismatch) {
+    if (!obs) return fmt::format("missed DeviceMismatch: the call succeeded; expected {}", mismatch_str(*pred.mismatch));
+    if (obs->kind != ErrorKind::device_mismatch || !obs->mismatch)
+      return fmt::format("missed DeviceMismatch: got {} ({}); expected {}", error_kind_name(obs->kind), obs->message,
+                         mismatch_str(*pred.mismatch));
+    if (!(*obs->mismatch == *pred.mismatch))
+      return fmt::format("wrong DeviceMismatch: got {}; expected {}", mismatch_str(*obs->mismatch),
+                         mismatch_str(*pred.mismatch));
+    return "";
+  }
+  if (obs && (status == NodeStatus::failed)) {
+    if (obs->kind == ErrorKind::device_mismatch)
+      return fmt::format("false DeviceMismatch: every argument is on {}, got: {}", pred.device.str(), obs->message);
+    return fmt::format("valid call rejected: {}: {}", error_kind_name(obs->kind), obs->message);
+  }
+  return "";
+}
+
+// ---- agreement -------------------------------------------------------------------------------------------------
+
+std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const reference::RefTensor& got,
+                                                      const reference::RefResult& exact) {
+  // The bound itself (and its NaN, infinity and signed-zero rules) is the reference's: one definition of
+  // contract section 6 for every test and oracle.
+  std::optional<reference::Mismatch> m = reference::first_mismatch(op, exact, got);
+  if (!m) return std::nullopt;
+  return ElementMismatch{m->index, m->got, m->exact, m->allowed, m->what};
+}
+
+// ---- f64 evaluation --------------------------------------------------------------------------------------------
+
+std::vector<std::optional<reference::RefTensor>> evaluate_f64(
+    const Program& p, const std::vector<std::optional<reference::RefTensor>>& input_override, int upto) {
+  std::vector<std::optional<reference::RefTensor>> vals(p.values.size());
+  std::vector<bool> need = upto >= 0 ? ancestors_of(p, upto) : std::vector<bool>(p.values.size(), true);
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    if (!need[v]) continue;
+    if (p.values[v].is_input()) {
+      vals[v] = v < input_override.size() && input_override[v] ? *input_override[v] : ref_input(p.values[v].input());
+      continue;
+    }
+    bool ok = true;
+    reference::RefCall c = ref_call_of(p, p.values[v].node(), vals, &ok);
+    if (!ok) continue;
+    try {
+      vals[v] = reference::evaluate(c).value;
+    } catch (const std::exception&) {
+    }
+  }
+  return vals;
+}
+
+// ---- the checks ------------------------------------------------------------------------------------------------
+
+namespace {
+
+class Checker {
+ public:
+  Checker(const Program& p, const CheckOptions& o, ProgramReport& r) : p_(p), o_(o), r_(r) {
+    pred_ = predict(p);
+    devices_ = o.devices.empty() ? available_devices() : o.devices;
+  }
+
+  void run() {
+    if (o_.enabled[size_t(OracleKind::contract)]) contract();
+    std::vector<RunResult> runs;
+    const bool need_runs = o_.enabled[size_t(OracleKind::agreement)] || o_.enabled[size_t(OracleKind::gradients)] ||
+                           o_.enabled[size_t(OracleKind::bad_input)];
+    if (need_runs)
+      for (const Device& d : devices_) {
+        RunOptions ro;
+        ro.map_device = [d](Device) { return d; };
+        ro.check_side_effects = false;
+        runs.push_back(run_program(p_, ro));
+      }
+    if (o_.enabled[size_t(OracleKind::agreement)]) agreement(runs);
+    if (o_.enabled[size_t(OracleKind::gradients)]) gradients(runs);
+    if (o_.enabled[size_t(OracleKind::bad_input)] && !runs.empty()) bad_input(runs[0], devices_[0]);
+  }
+
+ private:
+  OracleCounts& counts(OracleKind k) { return r_.counts[size_t(k)]; }
+  void fail(OracleKind k, int node, std::string what, std::string detail) {
+    counts(k).failed++;
+    Failure f{k, node, node >= 0 && !p_.values[size_t(node)].is_input()
+                           ? std::string(op_def(p_.values[size_t(node)].node().op).name) : "", std::move(what),
+              std::move(detail)};
+    r_.failures.push_back(std::move(f));
+  }
+  std::string op_of(size_t v) const {
+    return p_.values[v].is_input() ? "input" : std::string(op_def(p_.values[v].node().op).name);
+  }
+  void row(int id, std::string device, std::string status, std::string note) {
+    if (o_.keep_node_table) r_.table.push_back({id, op_of(size_t(id)), std::move(device), std::move(status), std::move(note)});
+  }
+
+  // Contract: the program as written, devices and overrides as they are.
+  void contract() {
+    RunOptions ro;
+    ro.capture = false;
+    RunResult res = run_program(p_, ro);
+    for (size_t v = 0; v < p_.values.size(); ++v) {
+      if (p_.values[v].is_input()) continue;
+      NodeRecord rec = res.nodes[v];
+      if (rec.status == NodeStatus::missing) {
+        counts(OracleKind::contract).skipped_other++;
+        continue;
+      }
+      // An unsupported kernel: the validation before it still had to pass, so a predicted error is a miss.
+      if (rec.status == NodeStatus::unsupported && !pred_[v].mismatch && !pred_[v].no_tensor_input) {
+        counts(OracleKind::contract).skipped_unsupported++;
+        row(int(v), pred_[v].device.str(), "unsupported", rec.error->message);
+        continue;
+      }
+      if (o_.fault == PlantedFault::drop_last_offender && rec.error && rec.error->mismatch &&
+          !rec.error->mismatch->offenders.empty())
+        rec.error->mismatch->offenders.pop_back();
+      if (o_.fault == PlantedFault::swallow_mismatch && rec.error && rec.error->kind == ErrorKind::device_mismatch) {
+        rec.error.reset();
+        rec.status = NodeStatus::ok;
+      }
+      counts(OracleKind::contract).checked++;
+      std::string diff = compare_contract(pred_[v], rec.status, rec.error ? &*rec.error : nullptr);
+      if (diff.empty() && rec.error && !rec.side_effects_ok)
+        diff = fmt::format("side effect after {}: {}", error_kind_name(rec.error->kind), rec.side_effect_detail);
+      if (!diff.empty()) {
+        fail(OracleKind::contract, int(v), diff, fmt::format("node %{} ({}) with the program's own devices", v, op_of(v)));
+        row(int(v), pred_[v].device.str(), "FAIL", diff);
+      } else {
+        row(int(v), pred_[v].device.str(), pred_[v].mismatch ? "expected DeviceMismatch" : "ok", "contract");
+      }
+    }
+  }
+
+  // Agreement: every node on every device against the reference on its own inputs.
+  void agreement(const std::vector<RunResult>& runs) {
+    bool reported = false;
+    for (size_t v = 0; v < p_.values.size(); ++v) {
+      if (p_.values[v].is_input()) continue;
+      const OpDef& op = op_def(p_.values[v].node().op);
+      for (size_t di = 0; di < runs.size(); ++di) {
+        const NodeRecord& rec = runs[di].nodes[v];
+        const std::string dev = devices_[di].str();
+        auto& cov = r_.coverage[std::string(op.name)][dev];
+        if (rec.status == NodeStatus::unsupported) {
+          counts(OracleKind::agreement).skipped_unsupported++;
+          cov[1]++;
+          row(int(v), dev, "unsupported", rec.error ? rec.error->message : "");
+          continue;
+        }
+        if (rec.status == NodeStatus::missing) {
+          counts(OracleKind::agreement).skipped_other++;
+          continue;
+        }
+        if (rec.status == NodeStatus::failed) {
+          // On one device every call of a generated program is valid: an error is a finding.
+          std::string what = fmt::format("valid call raised on {}: {}: {}", dev, error_kind_name(rec.error->kind),
+                                         rec.error->message);
+          counts(OracleKind::agreement).checked++;
+          if (!reported) fail(OracleKind::agreement, int(v), what, fmt::format("node %{} ({}) on {}", v, op.name, dev));
+          reported = true;
+          row(int(v), dev, "FAIL", what);
+          continue;
+        }
+        cov[0]++;
+        if (!rec.output || !rec.ref_call) continue;
+        reference::RefTensor got = *rec.output;
+        if (o_.fault == PlantedFault::perturb_float_output && got.dtype == DType::f32 && !op.bound.bitwise) {
+          for (double& x : got.values)
+            if (std::isfinite(x)) {
+              x = x == 0 ? 1e-3 : x * 1.01;
+              break;
+            }
+        }
+        if (o_.fault == PlantedFault::flip_exact_output && (op.bound.bitwise || got.dtype != DType::f32) &&
+            !got.values.empty())
+          got.values[0] = got.dtype == DType::boolean ? 1 - got.values[0] : got.values[0] + 1;
+        std::optional<reference::RefResult> exact;
+        try {
+          exact = reference::evaluate(*rec.ref_call);
+        } catch (const std::exception& e) {
+          counts(OracleKind::agreement).skipped_other++;
+          row(int(v), dev, "ok (no reference)", e.what());
+          continue;
+        }
+        counts(OracleKind::agreement).checked++;
+        if (auto m = compare_with_reference(op, got, *exact)) {
+          std::string what =
+              m->index < 0 ? fmt::format("disagrees with the f64 reference: {}", m->why)
+                           : fmt::format("disagrees with the f64 reference: element {} is {} on {}, exact {}, allowed "
+                                         "error {} ({})",
+                                         m->index, format_float(m->got), dev, format_float(m->exact),
+                                         format_float(m->allowed), m->why);
+          if (!reported)
+            fail(OracleKind::agreement, int(v), what,
+                 fmt::format("first disagreeing node %{} ({}) on {}; bound k_const={} k_per_term={} bitwise={}", v,
+                             op.name, dev, op.bound.k_const, op.bound.k_per_term, op.bound.bitwise));
+          reported = true;
+          row(int(v), dev, "FAIL", what);
+        } else {
+          row(int(v), dev, "ok", "agrees with the f64 reference");
+        }
+      }
+      // Exact ops with bitwise equal inputs must give bitwise equal outputs on every device (no reference needed).
+      const bool exact_op = op.bound.bitwise;
+      for (size_t a = 0; a < runs.size() && exact_op; ++a)
+        for (size_t b = a + 1; b < runs.size(); ++b) {
+          const NodeRecord &ra = runs[a].nodes[v], &rb = runs[b].nodes[v];
+          if (ra.status != NodeStatus::ok || rb.status != NodeStatus::ok || !ra.output || !rb.output || !ra.ref_call ||
+              !rb.ref_call || !same_inputs(*ra.ref_call, *rb.ref_call))
+            continue;
+          reference::RefTensor oa = *ra.output;
+          if (o_.fault == PlantedFault::flip_exact_output && !oa.values.empty())
+            oa.values[0] = oa.dtype == DType::boolean ? 1 - oa.values[0] : oa.values[0] + 1;
+          counts(OracleKind::agreement).checked++;
+          if (!(oa.shape == rb.output->shape) || oa.values.size() != rb.output->values.size()) {
+            if (!reported)
+              fail(OracleKind::agreement, int(v), "devices disagree: shapes differ",
+                   fmt::format("%{} ({}): {} {} vs {} {}", v, op.name, devices_[a].str(), oa.shape.str(),
+                               devices_[b].str(), rb.output->shape.str()));
+            reported = true;
+            continue;
+          }
+          for (size_t i = 0; i < oa.values.size(); ++i) {
+            double x = oa.values[i], y = rb.output->values[i];
+            if (same_bits(x, y) || (std::isnan(x) && std::isnan(y))) continue;
+            if (!reported)
+              fail(OracleKind::agreement, int(v),
+                   fmt::format("devices disagree: element {} is {} on {} and {} on {} (exact op, same inputs)", i,
+                               format_float(x), devices_[a].str(), format_float(y), devices_[b].str()),
+                   fmt::format("first disagreeing node %{} ({}); bound: bitwise", v, op.name));
+            reported = true;
+            break;
+          }
+        }
+    }
+  }
+  static bool same_tensor(const reference::RefTensor& a, const reference::RefTensor& b) {
+    if (a.dtype != b.dtype || !(a.shape == b.shape) || a.values.size() != b.values.size()) return false;
+    for (size_t i = 0; i < a.values.size(); ++i)
+      if (!same_bits(a.values[i], b.values[i])) return false;
+    return true;
+  }
+  static bool same_inputs(const reference::RefCall& a, const reference::RefCall& b) {
+    if (a.args.size() != b.args.size()) return false;
+    for (size_t i = 0; i < a.args.size(); ++i) {
+      if (auto* x = std::get_if<reference::RefTensor>(&a.args[i])) {
+        auto* y = std::get_if<reference::RefTensor>(&b.args[i]);
+        if (!y || !same_tensor(*x, *y)) return false;
+      } else if (auto* xl = std::get_if<std::vector<reference::RefTensor>>(&a.args[i])) {
+        auto* yl = std::get_if<std::vector<reference::RefTensor>>(&b.args[i]);
+        if (!yl || xl->size() != yl->size()) return false;
+        for (size_t j = 0; j < xl->size(); ++j)
+          if (!same_tensor((*xl)[j], (*yl)[j])) return false;
+      }
+    }
+    return true;
+  }
+
+  // Gradients: reverse mode on every device, against each other and against f64 central differences.
+  void gradients(std::vector<RunResult>& runs) {
+    if (!p_.backward_of) return;
+    const int root = *p_.backward_of;
+    std::vector<bool> anc = ancestors_of(p_, root);
+    std::vector<int> leaves;
+    for (size_t v = 0; v < p_.values.size(); ++v)
+      if (anc[v] && p_.values[v].is_input() && p_.values[v].input().tracked) leaves.push_back(int(v));
+    if (leaves.empty()) return;
+    // Reverse mode on each device.
+    std::vector<std::optional<std::vector<reference::RefTensor>>> grads(runs.size());
+    for (size_t di = 0; di < runs.size(); ++di) {
+      RunResult& run = runs[di];
+      bool usable = run.tensors[size_t(root)].defined() && !run.standin[size_t(root)];
+      for (size_t v = 0; v < p_.values.size() && usable; ++v)
+        if (anc[v] && (run.standin[v] || run.nodes[v].status != NodeStatus::ok)) usable = false;
+      if (!usable) {
+        counts(OracleKind::gradients).skipped_unsupported++;
+        continue;
+      }
+      try {
+        const Tensor& out = run.tensors[size_t(root)];
+        Tensor seed = ones(out.shape().dims(), DType::f32, out.device());
+        backward(out, seed);
+        std::vector<reference::RefTensor> g;
+        for (int leaf : leaves) {
+          Tensor gt = run.tensors[size_t(leaf)].grad();
+          reference::RefTensor rt;
+          if (gt.defined()) {
+            rt = reference::RefTensor::from(gt);
+          } else {
+            rt = {DType::f32, p_.values[size_t(leaf)].input().shape, {}};
+            rt.values.assign(size_t(rt.shape.numel()), 0.0);
+          }
+          if (o_.fault == PlantedFault::scale_gradient)
+            for (double& x : rt.values) x = x * 1.5 + 0.25;
+          g.push_back(std::move(rt));
+        }
+        grads[di] = std::move(g);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::unsupported) {
+          counts(OracleKind::gradients).skipped_unsupported++;
+        } else {
+          counts(OracleKind::gradients).checked++;
+          fail(OracleKind::gradients, root, fmt::format("backward raised on {}: {}: {}", devices_[di].str(),
+                                                        error_kind_name(e.kind()), e.what()),
+               "");
+          return;
+        }
+      }
+    }
+    // f64 finite differences.
+    std::vector<std::optional<reference::RefTensor>> base = evaluate_f64(p_, {}, root);
+    if (!base[size_t(root)]) {
+      counts(OracleKind::gradients).skipped_other++;  // no reference yet
+    }
+    auto loss_at = [&](const std::vector<std::optional<reference::RefTensor>>& over,
+                       std::vector<std::optional<reference::RefTensor>>* all) -> std::optional<double> {
+      auto vals = evaluate_f64(p_, over, root);
+      if (!vals[size_t(root)]) return std::nullopt;
+      double s = 0;
+      for (double x : vals[size_t(root)]->values) s += x;
+      if (all) *all = std::move(vals);
+      return s;
+    };
+    auto discrete_equal = [&](const std::vector<std::optional<reference::RefTensor>>& a,
+                              const std::vector<std::optional<reference::RefTensor>>& b) {
+      for (size_t v = 0; v < a.size(); ++v)
+        if (anc[v] && a[v] && b[v] && a[v]->dtype != DType::f32 && a[v]->values != b[v]->values) return false;
+      return true;
+    };
+    // The device runs must take the same discrete branches as the f64 evaluation, or FD says nothing about them.
+    std::vector<bool> device_consistent(runs.size(), true);
+    if (base[size_t(root)])
+      for (size_t di = 0; di < runs.size(); ++di)
+        for (size_t v = 0; v < p_.values.size(); ++v)
+          if (anc[v] && base[v] && base[v]->dtype != DType::f32 && runs[di].nodes[v].output &&
+              runs[di].nodes[v].output->values != base[v]->values)
+            device_consistent[di] = false;
+
+    for (size_t li = 0; li < leaves.size(); ++li) {
+      const int leaf = leaves[li];
+      const reference::RefTensor x0 = ref_input(p_.values[size_t(leaf)].input());
+      const int64_t n = x0.numel();
+      const int64_t budget = std::min<int64_t>(n, 6);
+      // Cross-device agreement of the whole gradient.
+      std::optional<size_t> first;
+      for (size_t di = 0; di < runs.size(); ++di) {
+        if (!grads[di]) continue;
+        if (!first) {
+          first = di;
+          continue;
+        }
+        const auto &ga = (*grads[*first])[li].values, &gb = (*grads[di])[li].values;
+        counts(OracleKind::gradients).checked++;
+        for (size_t i = 0; i < ga.size() && i < gb.size(); ++i) {
+          double tol = 1e-2 * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
+          if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol) {
+            fail(OracleKind::gradients, root,
+                 fmt::format("devices disagree on d(sum %{})/d%{}: element {} is {} on {} and {} on {}", root, leaf, i,
+                             format_float(ga[i]), devices_[*first].str(), format_float(gb[i]), devices_[di].str()),
+                 fmt::format("tolerance {}", format_float(tol)));
+            return;
+          }
+        }
+      }
+      if (!base[size_t(root)]) continue;
+      for (int64_t k = 0; k < budget; ++k) {
+        int64_t i = budget == n ? k : (k * (n - 1)) / std::max<int64_t>(1, budget - 1);
+        double xi = x0.values[size_t(i)];
+        double h = 1e-6 * std::max(1.0, std::fabs(xi));
+        std::vector<std::optional<reference::RefTensor>> over(p_.values.size());
+        std::vector<std::optional<reference::RefTensor>> vp, vm;
+        over[size_t(leaf)] = x0;
+        over[size_t(leaf)]->values[size_t(i)] = xi + h;
+        auto lp = loss_at(over, &vp);
+        over[size_t(leaf)]->values[size_t(i)] = xi - h;
+        auto lm = loss_at(over, &vm);
+        auto l0 = loss_at({}, nullptr);
+        if (!lp || !lm || !l0 || !std::isfinite(*lp) || !std::isfinite(*lm) || !std::isfinite(*l0)) {
+          counts(OracleKind::gradients).skipped_other++;
+          continue;
+        }
+        double fwd = (*lp - *l0) / h, bwd = (*l0 - *lm) / h, fd = (*lp - *lm) / (2 * h);
+        // Non-smooth point: a discrete value flips inside [x-h, x+h], or one-sided slopes disagree (a kink).
+        if (!discrete_equal(vp, vm) || std::fabs(fwd - bwd) > 1e-3 * (1 + std::fabs(fwd) + std::fabs(bwd))) {
+          counts(OracleKind::gradients).skipped_other++;
+          continue;
+        }
+        for (size_t di = 0; di < runs.size(); ++di) {
+          if (!grads[di] || !device_consistent[di]) continue;
+          double g = (*grads[di])[li].values[size_t(i)];
+          double tol = 1e-2 * std::fabs(fd) + 1e-3 * (1 + std::fabs(fd));
+          counts(OracleKind::gradients).checked++;
+          if (!std::isfinite(g) || std::fabs(g - fd) > tol) {
+            fail(OracleKind::gradients, root,
+                 fmt::format("gradient disagrees with f64 central differences: d(sum %{})/d%{}[{}] is {} on {}, finite "
+                             "differences give {}",
+                             root, leaf, i, format_float(g), devices_[di].str(), format_float(fd)),
+                 fmt::format("h = {}, tolerance {}", format_float(h), format_float(tol)));
+            return;
+          }
+        }
+      }
+    }
+  }
+
+  // Bad input: mutate valid calls from the program into invalid ones and predict the typed error.
+  void bad_input(const RunResult& run, Device d) {
+    int done = 0;
+    std::optional<Device> other;
+    for (const Device& x : available_devices())
+      if (!(x == d)) {
+        other = x;
+        break;
+      }
+    for (size_t v = 0; v < p_.values.size() && done < o_.max_bad_inputs; ++v) {
+      if (p_.values[v].is_input()) continue;
+      const NodeDef& n = p_.values[v].node();
+      const OpDef& op = op_def(n.op);
+      // The node's arguments, all on d (a stand-in is as good as the real value for validation).
+      std::vector<Tensor> singles(size_t(op.num_params));
+      std::vector<std::vector<Tensor>> lists(size_t(op.num_params));
+      bool ok = true;
+      for (int i = 0; i < op.num_params && ok; ++i) {
+        const NodeArg& a = n.args[size_t(i)];
+        if (auto* r = std::get_if<ValueRef>(&a)) {
+          singles[size_t(i)] = run.tensors[size_t(r->id)];
+          ok = singles[size_t(i)].defined();
+        }
+        if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+          for (const ValueRef& r : *l) {
+            lists[size_t(i)].push_back(run.tensors[size_t(r.id)]);
+            ok = ok && lists[size_t(i)].back().defined();
+          }
+      }
+      if (!ok) continue;
+      // Mutations, first applicable wins; the value id varies which kind each node tries first.
+      for (int attempt = 0; attempt < 6 && done < o_.max_bad_inputs; ++attempt) {
+        int kind = int((v + size_t(attempt)) % 6);
+        std::vector<Tensor> s2 = singles;
+        std::vector<std::vector<Tensor>> l2 = lists;
+        std::vector<std::vector<int64_t>> ints(size_t(op.num_params));
+        std::optional<int64_t> int_override;
+        int int_param = -1;
+        bool drop_last = false;
+        ErrorKind want;
+        std::string want_param;
+        bool check_param = true;
+        std::string what;
+        auto tensor_of = [&](DType dt, const Shape& s, Device dev) {
+          std::vector<uint8_t> bytes(size_t(s.numel()) * dtype_size(dt), 0);
+          return from_bytes(bytes, s.dims(), dt, dev);
+        };
+        if (kind == 0) {  // a dtype the parameter does not accept
+          int p = -1;
+          DType bad = DType::f32;
+          for (int i = 0; i < op.num_params && p < 0; ++i) {
+            const ParamDef& pd = op.params[size_t(i)];
+            if (!is_tensor_role(pd.role) || (pd.role != ParamRole::tensor_list && !s2[size_t(i)].defined())) continue;
+            for (DType dt : kAllDTypes)
+              if (!pd.dtypes.contains(dt)) {
+                bad = dt, p = i;
+                break;
+              }
+          }
+          if (p < 0) continue;
+          const ParamDef& pd = op.params[size_t(p)];
+          if (pd.role == ParamRole::tensor_list) {
+            if (l2[size_t(p)].empty()) continue;
+            l2[size_t(p)][0] = tensor_of(bad, l2[size_t(p)][0].shape(), d);
+            want_param = fmt::format("{}[0]", pd.name);
+          } else {
+            s2[size_t(p)] = tensor_of(bad, s2[size_t(p)].shape(), d);
+            want_param = std::string(pd.name);
+          }
+          want = ErrorKind::dtype_mismatch;
+          what = fmt::format("`{}` given {}", want_param, dtype_name(bad));
+        } else if (kind == 1) {  // an axis out of range
+          int p = op.param_index("axis");
+          if (p < 0) continue;
+          int rank = -1;
+          for (int i = 0; i < op.num_params && rank < 0; ++i) {
+            if (s2[size_t(i)].defined()) rank = s2[size_t(i)].rank();
+            if (!l2[size_t(i)].empty()) rank = l2[size_t(i)][0].rank();
+          }
+          if (rank < 0) continue;
+          int_param = p;
+          int_override = rank + 2;
+          want = ErrorKind::invalid_argument;
+          want_param = "axis";
+          what = fmt::format("axis {} for rank {}", rank + 2, rank);
+        } else if (kind == 2) {  // an empty list and no other tensor
+          int p = -1, others = 0;
+          for (int i = 0; i < op.num_params; ++i) {
+            if (op.params[size_t(i)].role == ParamRole::tensor_list) p = i;
+            else if (s2[size_t(i)].defined()) ++others;
+          }
+          if (p < 0 || others) continue;
+          l2[size_t(p)].clear();
+          want = ErrorKind::no_tensor_input;
+          check_param = false;
+          what = "an empty tensor list";
+        } else if (kind == 3) {  // a tracked input where the parameter forbids it
+          int p = -1;
+          for (int i = 0; i < op.num_params; ++i)
+            if (op.params[size_t(i)].grad == GradPolicy::forbidden && op.params[size_t(i)].dtypes.contains(DType::f32) &&
+                s2[size_t(i)].defined())
+              p = i;
+          if (p < 0) continue;
+          Tensor t = tensor_of(DType::f32, s2[size_t(p)].shape(), d);
+          t.set_requires_grad(true);
+          s2[size_t(p)] = t;
+          want = ErrorKind::autodiff;
+          check_param = false;
+          what = fmt::format("a tracked `{}`", op.params[size_t(p)].name);
+        } else if (kind == 4) {  // a negative or huge size for a creation op
+          if (op.family != OpFamily::creation) continue;
+          int p = op.param_index("shape");
+          if (p < 0) continue;
+          ints[size_t(p)] = (v % 2) ? std::vector<int64_t>{2, -3} : std::vector<int64_t>{1 << 20, 1 << 20, 1 << 20};
+          want = ErrorKind::shape;
+          want_param = "shape";
+          what = fmt::format("shape [{}]", fmt::join(ints[size_t(p)], ", "));
+        } else {  // a wrong device and a wrong dtype at once: the device error takes precedence
+          if (!other) continue;
+          int p = -1, count = 0;
+          DType bad = DType::f32;
+          for (int i = 0; i < op.num_params; ++i) {
+            if (!s2[size_t(i)].defined()) continue;
+            if (count++ == 0) continue;  // not the target
+            for (DType dt : kAllDTypes)
+              if (!op.params[size_t(i)].dtypes.contains(dt) && p < 0) bad = dt, p = i;
+          }
+          if (p < 0) {
+            drop_last = true;  // no such argument: a wrong argument count instead
+            want = ErrorKind::invalid_argument;
+            check_param = false;
+            what = "one argument too few";
+          } else {
+            s2[size_t(p)] = tensor_of(bad, s2[size_t(p)].shape(), *other);
+            want = ErrorKind::device_mismatch;
+            check_param = false;
+            what = fmt::format("`{}` on {} and of dtype {}", op.params[size_t(p)].name, other->str(), dtype_name(bad));
+          }
+        }
+        ArgPack pack = build(n, s2, l2, ints, int_param, int_override, d);
+        if (drop_last) pack.count--;
+        std::optional<ObservedError> obs;
+        WorldCounters before = world_counters();
+        try {
+          Tensor t = call(n.op, pack);
+        } catch (const std::exception& e) {
+          obs = observe(e);
+        }
+        WorldCounters after = world_counters();
+        if (obs && obs->kind == ErrorKind::unsupported && want != ErrorKind::unsupported) {
+          // Unsupported comes after validation: the invalid call got past it.
+        }
+        if (o_.fault == PlantedFault::accept_bad_input) obs.reset();
+        ++done;
+        counts(OracleKind::bad_input).checked++;
+        std::string diff;
+        if (!obs) diff = fmt::format("invalid call accepted: {} should raise {}", what, error_kind_name(want));
+        else if (obs->kind != want)
+          diff = fmt::format("wrong error for an invalid call: {} should raise {}, got {}: {}", what,
+                             error_kind_name(want), error_kind_name(obs->kind), obs->message);
+        else if (check_param && obs->param != want_param)
+          diff = fmt::format("wrong blame for an invalid call: {} should name `{}`, got `{}`", what, want_param,
+                             obs->param);
+        else if (!(before == after))
+          diff = fmt::format("side effect after {} for {}", error_kind_name(want), what);
+        if (!diff.empty()) {
+          fail(OracleKind::bad_input, int(v), diff, fmt::format("node %{} ({}) on {}", v, op.name, d.str()));
+          return;
+        }
+        break;
+      }
+    }
+  }
+
+  ArgPack build(const NodeDef& n, const std::vector<Tensor>& s, const std::vector<std::vector<Tensor>>& l,
+                const std::vector<std::vector<int64_t>>& ints, int int_param, std::optional<int64_t> int_value,
+                Device d) {
+    const OpDef& op = op_def(n.op);
+    ArgPack pack;
+    for (int i = 0; i < op.num_params; ++i) {
+      const NodeArg& a = n.args[size_t(i)];
+      const ParamRole role = op.params[size_t(i)].role;
+      if (i == int_param && int_value) {
+        pack.push(role == ParamRole::optional_int_attr ? Arg::optional_integer(true, *int_value)
+                                                       : Arg::integer(*int_value));
+        continue;
+      }
+      if (!ints[size_t(i)].empty()) {
+        pack.push(Arg::of(IntList(ints[size_t(i)])));
+        continue;
+      }
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, ValueRef>) {
+              pack.push(role == ParamRole::optional_tensor ? Arg::optional(&s[size_t(i)]) : Arg::of(s[size_t(i)]));
+            } else if constexpr (std::is_same_v<T, AbsentArg>) {
+              pack.push(role == ParamRole::optional_tensor ? Arg::optional(nullptr) : Arg::optional_integer(false, 0));
+            } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+              pack.push(Arg::of(std::span<const Tensor>(l[size_t(i)])));
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+              pack.push(role == ParamRole::optional_int_attr ? Arg::optional_integer(true, x) : Arg::integer(x));
+            } else if constexpr (std::is_same_v<T, double>) {
+              pack.push(Arg::scalar(x));
+            } else if constexpr (std::is_same_v<T, bool>) {
+              pack.push(Arg::flag(x));
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              pack.push(Arg::of(IntList(x)));
+            } else if constexpr (std::is_same_v<T, DType>) {
+              pack.push(Arg::of(x));
+            } else if constexpr (std::is_same_v<T, Device>) {
+              pack.push(Arg::of(d));
+            } else if constexpr (std::is_same_v<T, ByteData>) {
+              pack.push(Arg::of(std::span<const uint8_t>(x.bytes)));
+            }
+          },
+          a);
+    }
+    return pack;
+  }
+
+  const Program& p_;
+  const CheckOptions& o_;
+  ProgramReport& r_;
+  std::vector<NodePrediction> pred_;
+  std::vector<Device> devices_;
+};
+
+}  // namespace
+
+ProgramReport check_program(const Program& p, const CheckOptions& opts) {
+  ProgramReport r;
+  Checker(p, opts, r).run();
+  return r;
+}
+
+}  // namespace crossfire::harness

@@ -1,0 +1,538 @@
+// The program text format: printer and parser (docs/program-format.md).
+#include "crossfire/harness/program.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace crossfire::harness {
+
+float bits_to_f32(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t f32_to_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+int64_t input_numel(const InputDef& in) { return in.shape.numel(); }
+
+int Program::num_nodes() const {
+  int n = 0;
+  for (const Value& v : values) n += v.is_input() ? 0 : 1;
+  return n;
+}
+
+std::string format_float(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+// ---- printing --------------------------------------------------------------------------------------------------
+
+namespace {
+
+void print_ref(std::string& out, const ValueRef& r) {
+  out += fmt::format("%{}", r.id);
+  if (r.on) out += "@" + r.on->str();
+}
+
+void print_arg(std::string& out, const NodeArg& a) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, ValueRef>) {
+          print_ref(out, v);
+        } else if constexpr (std::is_same_v<T, AbsentArg>) {
+          out += "none";
+        } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+          out += "[";
+          for (size_t i = 0; i < v.size(); ++i) {
+            if (i) out += ", ";
+            print_ref(out, v[i]);
+          }
+          out += "]";
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          out += std::to_string(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          out += format_float(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out += v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          out += fmt::format("[{}]", fmt::join(v, ", "));
+        } else if constexpr (std::is_same_v<T, DType>) {
+          out += dtype_name(v);
+        } else if constexpr (std::is_same_v<T, Device>) {
+          out += v.str();
+        } else if constexpr (std::is_same_v<T, ByteData>) {
+          out += "x\"";
+          for (uint8_t b : v.bytes) out += fmt::format("{:02x}", b);
+          out += "\"";
+        }
+      },
+      a);
+}
+
+}  // namespace
+
+std::string print_program(const Program& p) {
+  std::string out = fmt::format("crossfire-program {}\n", Program::kFormatVersion);
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    const Value& v = p.values[i];
+    if (v.is_input()) {
+      const InputDef& in = v.input();
+      out += fmt::format("input %{} {} [{}] {}{} =", i, dtype_name(in.dtype), fmt::join(in.shape.dims(), ", "),
+                         in.device.str(), in.tracked ? " tracked" : "");
+      if (in.dtype == DType::f32) {
+        for (uint32_t b : in.f32_bits) out += " " + format_float(bits_to_f32(b));
+      } else {
+        for (int32_t x : in.ints) out += " " + std::to_string(x);
+      }
+      out += "\n";
+    } else {
+      const NodeDef& n = v.node();
+      const OpDef& op = op_def(n.op);
+      out += fmt::format("node %{} {}", i, op.name);
+      for (int k = 0; k < op.num_params && size_t(k) < n.args.size(); ++k) {
+        out += fmt::format(" {}=", op.params[size_t(k)].name);
+        print_arg(out, n.args[size_t(k)]);
+      }
+      out += "\n";
+    }
+  }
+  if (p.backward_of) out += fmt::format("backward %{}\n", *p.backward_of);
+  return out;
+}
+
+// ---- parsing ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::string where) : text_(text), where_(std::move(where)) {}
+
+  Program run() {
+    if (text_.size() > ProgramLimits::kMaxBytes)
+      fail_at(0, 0, fmt::format("program is {} bytes; the limit is {} bytes (ProgramLimits::kMaxBytes)",
+                                text_.size(), ProgramLimits::kMaxBytes));
+    Program p;
+    bool header = false;
+    while (next_line()) {
+      skip_spaces();
+      if (at_end_of_line() || peek() == '#') continue;
+      if (!header) {
+        expect_word("crossfire-program", "the header `crossfire-program 1`");
+        int64_t version = integer();
+        if (version != Program::kFormatVersion)
+          fail(fmt::format("unsupported format version {} (this build reads version {})", version,
+                           Program::kFormatVersion));
+        end_line();
+        header = true;
+        continue;
+      }
+      size_t c = col_;
+      std::string w = word();
+      if (w == "input" || w == "node") {
+        if (p.values.size() >= size_t(ProgramLimits::kMaxValues))
+          fail_at(line_, int(c), fmt::format("program has more than {} values; the limit is {} (ProgramLimits::kMaxValues)",
+                                             ProgramLimits::kMaxValues, ProgramLimits::kMaxValues));
+        if (p.backward_of) fail_at(line_, int(c), "`backward` must be the last line");
+        expect_id(int(p.values.size()));
+        p.values.push_back(w == "input" ? Value{input()} : Value{node(int(p.values.size()))});
+      } else if (w == "backward") {
+        if (p.backward_of) fail_at(line_, int(c), "a second `backward` line (a program has at most one)");
+        p.backward_of = ref_id(int(p.values.size()));
+      } else {
+        fail_at(line_, int(c), fmt::format("expected `input`, `node` or `backward`, got `{}`", w));
+      }
+      end_line();
+    }
+    if (!header) fail_at(line_ ? line_ : 1, 1, "empty program: expected the header `crossfire-program 1`");
+    return p;
+  }
+
+ private:
+  // Lines -------------------------------------------------------------------------------------------------------
+  bool next_line() {
+    if (pos_ >= text_.size()) return false;
+    size_t nl = text_.find('\n', pos_);
+    line_text_ = text_.substr(pos_, nl == std::string_view::npos ? std::string_view::npos : nl - pos_);
+    if (!line_text_.empty() && line_text_.back() == '\r') line_text_.remove_suffix(1);
+    pos_ = nl == std::string_view::npos ? text_.size() : nl + 1;
+    ++line_;
+    col_ = 0;
+    return true;
+  }
+  bool at_end_of_line() const { return col_ >= line_text_.size(); }
+  char peek() const { return at_end_of_line() ? '\0' : line_text_[col_]; }
+  void skip_spaces() {
+    while (!at_end_of_line() && (peek() == ' ' || peek() == '\t')) ++col_;
+  }
+  void end_line() {
+    skip_spaces();
+    if (!at_end_of_line() && peek() != '#') fail(fmt::format("unexpected `{}` at the end of the line", peek()));
+  }
+
+  [[noreturn]] void fail_at(int line, int column, std::string msg) const {
+    throw ParseError(where_, line, column, std::move(msg));
+  }
+  [[noreturn]] void fail(std::string msg) const { fail_at(line_, int(col_) + 1, std::move(msg)); }
+
+  // Tokens ------------------------------------------------------------------------------------------------------
+  static bool word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  }
+  std::string word() {
+    skip_spaces();
+    size_t s = col_;
+    while (!at_end_of_line() && word_char(peek())) ++col_;
+    if (s == col_) fail(at_end_of_line() ? "unexpected end of line" : fmt::format("unexpected `{}`", peek()));
+    return std::string(line_text_.substr(s, col_ - s));
+  }
+  void expect_word(std::string_view w, std::string_view what) {
+    skip_spaces();
+    size_t s = col_;
+    while (!at_end_of_line() && word_char(peek())) ++col_;
+    if (line_text_.substr(s, col_ - s) != w) {
+      col_ = s;
+      fail(fmt::format("expected {}", what));
+    }
+  }
+  void expect(char ch) {
+    skip_spaces();
+    if (peek() != ch) fail(at_end_of_line() ? fmt::format("expected `{}`, got the end of the line", ch)
+                                           : fmt::format("expected `{}`, got `{}`", ch, peek()));
+    ++col_;
+  }
+  bool accept(char ch) {
+    skip_spaces();
+    if (peek() == ch) {
+      ++col_;
+      return true;
+    }
+    return false;
+  }
+  bool accept_word(std::string_view w) {
+    skip_spaces();
+    size_t s = col_, e = col_;
+    while (e < line_text_.size() && word_char(line_text_[e])) ++e;
+    if (line_text_.substr(s, e - s) == w) {
+      col_ = e;
+      return true;
+    }
+    return false;
+  }
+  int64_t integer() {
+    skip_spaces();
+    size_t s = col_;
+    if (peek() == '-' || peek() == '+') ++col_;
+    while (!at_end_of_line() && peek() >= '0' && peek() <= '9') ++col_;
+    std::string_view tok = line_text_.substr(s, col_ - s);
+    int64_t v = 0;
+    const char* b = tok.data() + (!tok.empty() && tok[0] == '+' ? 1 : 0);
+    auto [p, ec] = std::from_chars(b, tok.data() + tok.size(), v);
+    if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size()) {
+      col_ = s;
+      fail(ec == std::errc::result_out_of_range ? fmt::format("integer `{}` is out of range (64-bit)", tok)
+                                                : "expected an integer");
+    }
+    return v;
+  }
+  double number() {
+    skip_spaces();
+    size_t s = col_;
+    while (!at_end_of_line() &&
+           (word_char(peek()) || peek() == '.' || peek() == '+' || (peek() == '-' && col_ == s)))
+      ++col_;
+    // An exponent sign: 0x1p-3, 1e-5.
+    while (!at_end_of_line() && (peek() == '-' || peek() == '+' || peek() == '.' || word_char(peek()))) ++col_;
+    std::string tok(line_text_.substr(s, col_ - s));
+    if (tok.empty()) fail("expected a number");
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(tok.c_str(), &end);
+    if (end != tok.c_str() + tok.size()) {
+      col_ = s;
+      fail(fmt::format("`{}` is not a number (use hex floats like 0x1.8p+1, or inf, -inf, nan)", tok));
+    }
+    return v;
+  }
+  Device device() {
+    skip_spaces();
+    size_t s = col_;
+    std::string name = word();
+    Device d;
+    bool known = false;
+    for (BackendKind b : kAllBackendKinds)
+      if (backend_name(b) == name) d.backend = b, known = true;
+    if (!known) {
+      col_ = s;
+      fail(fmt::format("unknown backend `{}` (cpu, vulkan, cuda)", name));
+    }
+    expect(':');
+    size_t c = col_;
+    int64_t idx = integer();
+    if (idx < 0 || idx > 255) {
+      col_ = c;
+      fail(fmt::format("device index {} is out of range (0..255)", idx));
+    }
+    d.index = uint8_t(idx);
+    return d;
+  }
+  DType dtype() {
+    skip_spaces();
+    size_t s = col_;
+    std::string w = word();
+    for (DType d : kAllDTypes)
+      if (dtype_name(d) == w) return d;
+    col_ = s;
+    fail(fmt::format("unknown dtype `{}` (f32, i32, bool)", w));
+  }
+  void expect_id(int want) {
+    skip_spaces();
+    size_t s = col_;
+    expect('%');
+    int64_t id = integer();
+    if (id != want) {
+      col_ = s;
+      fail(fmt::format("expected %{} (values are numbered in order), got %{}", want, id));
+    }
+  }
+  int ref_id(int defined) {
+    skip_spaces();
+    size_t s = col_;
+    expect('%');
+    int64_t id = integer();
+    if (id < 0 || id >= defined) {
+      col_ = s;
+      fail(defined == 0 ? fmt::format("%{} does not exist (no value is defined yet)", id)
+                        : fmt::format("%{} does not exist here (defined so far: %0..%{})", id, defined - 1));
+    }
+    return int(id);
+  }
+  ValueRef ref(int defined) {
+    ValueRef r;
+    r.id = ref_id(defined);
+    if (peek() == '@') {
+      ++col_;
+      r.on = device();
+    }
+    return r;
+  }
+  template <class F>
+  void list(F&& item) {
+    expect('[');
+    if (accept(']')) return;
+    int n = 0;
+    do {
+      if (++n > ProgramLimits::kMaxListLength)
+        fail(fmt::format("list has more than {} entries; the limit is {} (ProgramLimits::kMaxListLength)",
+                         ProgramLimits::kMaxListLength, ProgramLimits::kMaxListLength));
+      item();
+    } while (accept(','));
+    expect(']');
+  }
+
+  // Lines' contents ---------------------------------------------------------------------------------------------
+  InputDef input() {
+    InputDef in;
+    in.dtype = dtype();
+    skip_spaces();
+    size_t shape_col = col_;
+    std::vector<int64_t> dims;
+    list([&] { dims.push_back(integer()); });
+    if (dims.size() > size_t(kMaxRank))
+      fail_at(line_, int(shape_col) + 1, fmt::format("rank {} is above the maximum {}", dims.size(), kMaxRank));
+    int64_t numel = 1;
+    for (int64_t d : dims) {
+      if (d < 0) fail_at(line_, int(shape_col) + 1, fmt::format("negative dimension {}", d));
+      if (d > 0 && numel > ProgramLimits::kMaxTensorElements / d + 1) numel = ProgramLimits::kMaxTensorElements + 1;
+      else numel *= d;
+      in.shape.push_back(d);
+    }
+    if (numel > ProgramLimits::kMaxTensorElements)
+      fail_at(line_, int(shape_col) + 1,
+              fmt::format("input has more than {} elements; the limit is {} (ProgramLimits::kMaxTensorElements)",
+                          ProgramLimits::kMaxTensorElements, ProgramLimits::kMaxTensorElements));
+    total_elements_ += numel;
+    if (total_elements_ > ProgramLimits::kMaxTotalElements)
+      fail_at(line_, int(shape_col) + 1,
+              fmt::format("inputs hold more than {} elements in all; the limit is {} "
+                          "(ProgramLimits::kMaxTotalElements)",
+                          ProgramLimits::kMaxTotalElements, ProgramLimits::kMaxTotalElements));
+    in.device = device();
+    skip_spaces();
+    size_t tc = col_;
+    if (accept_word("tracked")) {
+      if (in.dtype != DType::f32)
+        fail_at(line_, int(tc) + 1, fmt::format("only f32 inputs can be tracked, this one is {}", dtype_name(in.dtype)));
+      in.tracked = true;
+    }
+    expect('=');
+    for (int64_t i = 0; i < numel; ++i) {
+      skip_spaces();
+      if (at_end_of_line() || peek() == '#')
+        fail(fmt::format("expected {} values for shape [{}], got {}", numel, fmt::join(dims, ", "), i));
+      if (in.dtype == DType::f32) {
+        in.f32_bits.push_back(f32_to_bits(float(number())));
+      } else {
+        size_t c = col_;
+        int64_t v = integer();
+        if (in.dtype == DType::boolean && v != 0 && v != 1) {
+          col_ = c;
+          fail(fmt::format("bool values are 0 or 1, got {}", v));
+        }
+        if (v < INT32_MIN || v > INT32_MAX) {
+          col_ = c;
+          fail(fmt::format("i32 value {} is out of range", v));
+        }
+        in.ints.push_back(int32_t(v));
+      }
+    }
+    skip_spaces();
+    if (!at_end_of_line() && peek() != '#') fail(fmt::format("more values than the {} that shape [{}] holds", numel,
+                                                             fmt::join(dims, ", ")));
+    return in;
+  }
+
+  NodeDef node(int defined) {
+    NodeDef n;
+    skip_spaces();
+    size_t c = col_;
+    std::string name = word();
+    int id = find_op(name);
+    if (id < 0) fail_at(line_, int(c) + 1, fmt::format("unknown op `{}`", name));
+    n.op = OpId(id);
+    const OpDef& op = op_def(n.op);
+    for (int k = 0; k < op.num_params; ++k) {
+      const ParamDef& p = op.params[size_t(k)];
+      skip_spaces();
+      size_t pc = col_;
+      if (at_end_of_line()) fail(fmt::format("{} needs parameter `{}` (parameter {} of {})", op.name, p.name, k + 1,
+                                             op.num_params));
+      std::string pn = word();
+      if (pn != p.name) {
+        col_ = pc;
+        fail(fmt::format("expected parameter `{}` (parameter {} of {}), got `{}`", p.name, k + 1, op.name, pn));
+      }
+      expect('=');
+      n.args.push_back(arg(p, defined));
+    }
+    return n;
+  }
+
+  NodeArg arg(const ParamDef& p, int defined) {
+    switch (p.role) {
+      case ParamRole::tensor: return ref(defined);
+      case ParamRole::optional_tensor:
+        if (accept_word("none")) return AbsentArg{};
+        return ref(defined);
+      case ParamRole::tensor_list: {
+        std::vector<ValueRef> v;
+        list([&] { v.push_back(ref(defined)); });
+        return v;
+      }
+      case ParamRole::int_attr: return integer();
+      case ParamRole::optional_int_attr:
+        if (accept_word("none")) return AbsentArg{};
+        return integer();
+      case ParamRole::float_attr: return number();
+      case ParamRole::bool_attr:
+        if (accept_word("true")) return true;
+        if (accept_word("false")) return false;
+        fail("expected true or false");
+      case ParamRole::int_list_attr: {
+        std::vector<int64_t> v;
+        list([&] { v.push_back(integer()); });
+        return v;
+      }
+      case ParamRole::dtype_attr: return dtype();
+      case ParamRole::device_attr: return device();
+      case ParamRole::bytes_attr: {
+        skip_spaces();
+        if (peek() != 'x') fail("expected bytes as x\"0a1b...\"");
+        ++col_;
+        expect('"');
+        ByteData b;
+        while (!at_end_of_line() && peek() != '"') {
+          auto hex = [&](char ch) -> int {
+            if (ch >= '0' && ch <= '9') return ch - '0';
+            if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+            if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+            fail(fmt::format("`{}` is not a hex digit", ch));
+          };
+          int hi = hex(peek());
+          ++col_;
+          if (at_end_of_line()) fail("odd number of hex digits");
+          int lo = hex(peek());
+          ++col_;
+          b.bytes.push_back(uint8_t(hi * 16 + lo));
+          if (b.bytes.size() > size_t(ProgramLimits::kMaxTensorElements) * 4)
+            fail("bytes attribute is larger than the input limit (ProgramLimits::kMaxTensorElements * 4)");
+        }
+        expect('"');
+        return b;
+      }
+    }
+    fail("unknown parameter role");
+  }
+
+  std::string_view text_;
+  std::string where_;
+  size_t pos_ = 0;
+  std::string_view line_text_;
+  int line_ = 0;
+  size_t col_ = 0;
+  int64_t total_elements_ = 0;
+};
+
+}  // namespace
+
+Program parse_program(std::string_view text) { return Parser(text, "program").run(); }
+
+Program load_program(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ParseError(path, 0, 0, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::string text;
+  char buf[65536];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    text.append(buf, size_t(f.gcount()));
+    if (text.size() > ProgramLimits::kMaxBytes)
+      throw ParseError(path, 0, 0,
+                       fmt::format("file is larger than {} bytes (ProgramLimits::kMaxBytes)", ProgramLimits::kMaxBytes));
+  }
+  return Parser(text, path).run();
+}
+
+void save_text_atomically(const std::string& path, std::string_view text) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    f.write(text.data(), std::streamsize(text.size()));
+    f.flush();
+    if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(e)));
+  }
+}
+
+}  // namespace crossfire::harness

@@ -1,0 +1,162 @@
+// The reducer (see reduce.hpp).
+#include "crossfire/harness/reduce.hpp"
+
+#include <cmath>
+
+namespace crossfire::harness {
+
+namespace {
+
+template <class F>
+void for_each_ref(NodeDef& n, F&& f) {
+  for (NodeArg& a : n.args) {
+    if (auto* r = std::get_if<ValueRef>(&a)) f(*r);
+    if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+      for (ValueRef& r : *l) f(r);
+  }
+}
+
+}  // namespace
+
+Program compact_program(const Program& p, int keep) {
+  std::vector<bool> need(p.values.size(), false);
+  if (keep >= 0 && size_t(keep) < p.values.size()) need[size_t(keep)] = true;
+  if (p.backward_of) need[size_t(*p.backward_of)] = true;
+  for (int v = int(p.values.size()) - 1; v >= 0; --v) {
+    if (!need[size_t(v)] || p.values[size_t(v)].is_input()) continue;
+    NodeDef n = p.values[size_t(v)].node();
+    for_each_ref(n, [&](ValueRef& r) { need[size_t(r.id)] = true; });
+  }
+  Program out;
+  std::vector<int> remap(p.values.size(), -1);
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    if (!need[v]) continue;
+    Value val = p.values[v];
+    if (!val.is_input()) for_each_ref(val.node(), [&](ValueRef& r) { r.id = remap[size_t(r.id)]; });
+    remap[v] = int(out.values.size());
+    out.values.push_back(std::move(val));
+  }
+  if (p.backward_of) out.backward_of = remap[size_t(*p.backward_of)];
+  return out;
+}
+
+Program reduce_program(const Program& p0, const CheckOptions& opts, const Failure& target, ReduceStats* stats,
+                       int max_checks) {
+  const std::string sig = target.signature();
+  int checks = 0;
+  CheckOptions o = opts;
+  o.keep_node_table = false;
+  std::fill(o.enabled.begin(), o.enabled.end(), false);
+  o.enabled[size_t(target.oracle)] = true;
+  auto still_fails = [&](const Program& c, int* node) {
+    if (checks >= max_checks) return false;
+    ++checks;
+    ProgramReport r = check_program(c, o);
+    for (const Failure& f : r.failures)
+      if (f.signature() == sig) {
+        if (node) *node = f.node;
+        return true;
+      }
+    return false;
+  };
+
+  Program best = p0;
+  int node = target.node;
+  if (target.oracle != OracleKind::gradients && best.backward_of) {
+    Program c = best;
+    c.backward_of.reset();
+    if (still_fails(c, &node)) best = c;
+  }
+  // 1. Keep only what the failing node needs.
+  if (node >= 0) {
+    Program c = compact_program(best, target.oracle == OracleKind::gradients ? -1 : node);
+    int n2 = node;
+    if (still_fails(c, &n2)) best = c, node = n2;
+  }
+  // 2. Cut producers into inputs (values from the f64 reference when it can compute them, else zeros), from the
+  //    failing node backwards, then drop what is no longer needed.
+  bool progress = true;
+  while (progress && checks < max_checks) {
+    progress = false;
+    std::vector<std::optional<reference::RefTensor>> f64 = evaluate_f64(best);
+    std::vector<NodePrediction> pred = predict(best);
+    for (int v = int(best.values.size()) - 1; v >= 0 && !progress; --v) {
+      if (best.values[size_t(v)].is_input() || v == node) continue;
+      if (best.backward_of && *best.backward_of == v) continue;
+      // Its dtype and shape: from the f64 evaluation, else from a run on the first device.
+      std::optional<reference::RefTensor> val = f64[size_t(v)];
+      if (!val) {
+        RunOptions ro;
+        Device d = opts.devices.empty() ? Device::cpu(0) : opts.devices[0];
+        ro.map_device = [d](Device) { return d; };
+        ro.check_side_effects = false;
+        RunResult rr = run_program(best, ro);
+        if (rr.nodes[size_t(v)].output) val = rr.nodes[size_t(v)].output;
+        else if (rr.tensors[size_t(v)].defined()) val = reference::RefTensor::from(rr.tensors[size_t(v)]);
+      }
+      if (!val) continue;
+      InputDef in;
+      in.dtype = val->dtype;
+      in.shape = val->shape;
+      in.device = pred[size_t(v)].device;
+      in.tracked = pred[size_t(v)].tracked && val->dtype == DType::f32;
+      for (double x : val->values) {
+        if (in.dtype == DType::f32) in.f32_bits.push_back(f32_to_bits(float(x)));
+        else in.ints.push_back(int32_t(x));
+      }
+      Program c = best;
+      c.values[size_t(v)].def = in;
+      int keep = target.oracle == OracleKind::gradients ? -1 : node;
+      Program cc = compact_program(c, keep);
+      // Renumbering moves the failing node; find it again from the check.
+      int n2 = -1;
+      if (still_fails(cc, &n2)) best = cc, node = n2, progress = true;
+    }
+  }
+  // 3. Collapse devices: drop overrides, then move every input to the failing node's device.
+  for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
+    if (best.values[v].is_input()) continue;
+    Program c = best;
+    bool changed = false;
+    for_each_ref(c.values[v].node(), [&](ValueRef& r) { changed |= r.on.has_value(), r.on.reset(); });
+    int n2 = node;
+    if (changed && still_fails(c, &n2)) best = c, node = n2;
+  }
+  {
+    Program c = best;
+    Device home = predict(best)[size_t(std::max(0, node))].device;
+    bool changed = false;
+    for (Value& val : c.values)
+      if (val.is_input() && !(val.input().device == home)) val.input().device = home, changed = true;
+    int n2 = node;
+    if (changed && still_fails(c, &n2)) best = c, node = n2;
+  }
+  // 4. Untrack inputs; 5. simplify values (small integers, then zeros).
+  for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
+    if (!best.values[v].is_input()) continue;
+    if (best.values[v].input().tracked && target.oracle != OracleKind::gradients) {
+      Program c = best;
+      c.values[v].input().tracked = false;
+      int n2 = node;
+      if (still_fails(c, &n2)) best = c, node = n2;
+    }
+    for (int mode = 0; mode < 2; ++mode) {
+      Program c = best;
+      InputDef& in = c.values[v].input();
+      bool changed = false;
+      for (uint32_t& b : in.f32_bits) {
+        float f = bits_to_f32(b);
+        float g = mode == 0 ? std::nearbyint(f) : 0.0f;
+        if (std::isfinite(f) && f32_to_bits(g) != b) b = f32_to_bits(g), changed = true;
+      }
+      for (int32_t& x : in.ints)
+        if (mode == 1 && x != 0 && in.dtype != DType::boolean) x = 0, changed = true;
+      int n2 = node;
+      if (changed && still_fails(c, &n2)) best = c, node = n2;
+    }
+  }
+  if (stats) *stats = {checks, int(p0.values.size()), int(best.values.size())};
+  return best;
+}
+
+}  // namespace crossfire::harness
