@@ -66,7 +66,7 @@ fi
 # ---- run every benchmark binary: bench/ and, when the harness has some, harness/bench/ ----
 shopt -s nullglob
 binaries=()
-for exe in "$build_dir"/bench/bench_* "$build_dir"/harness/bench/bench_*; do
+for exe in "$build_dir"/bench/bench_* "$build_dir"/harness/bench_* "$build_dir"/harness/bench/bench_*; do
   [[ -f $exe && -x $exe ]] && binaries+=("$exe")
 done
 ((${#binaries[@]})) || { echo "bench.sh: no benchmark binaries under $build_dir/bench" >&2; exit 1; }
