@@ -71,7 +71,10 @@ for exe in "$build_dir"/bench/bench_* "$build_dir"/harness/bench_* "$build_dir"/
 done
 ((${#binaries[@]})) || { echo "bench.sh: no benchmark binaries under $build_dir/bench" >&2; exit 1; }
 
-flags=(--benchmark_repetitions="$reps" --benchmark_display_aggregates_only=true --benchmark_out_format=json)
+# Random interleaving spreads each benchmark's repetitions over the run, so a load spike on a shared machine does not
+# land on one benchmark's repetitions only.
+flags=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true
+       --benchmark_display_aggregates_only=true --benchmark_out_format=json)
 [[ -n $min_time ]] && flags+=(--benchmark_min_time="$min_time")
 [[ -n $filter ]] && flags+=(--benchmark_filter="$filter")
 jsons=()

@@ -30,7 +30,7 @@ def report(data):
            "Medians of the repetitions; real (wall) time, with CPU time in brackets.", ""]
 
     def t(name):
-        b = s.get(name)
+        b = s.get(name) or s.get(name + "/real_time")  # UseRealTime() appends /real_time to a name
         return b if b and "real_time" in b else None
 
     backends = sorted({n.split("/")[1] for n in s if n.startswith("dispatch/")})
@@ -62,14 +62,16 @@ def report(data):
         err = t(f"dispatch/{be}/device_mismatch/raise_catch")
         if add and tr:
             c = tr.get("counters") or {}
-            out.append(f"- Tracked add: {tr['real_time']:.1f} ns ({c.get('allocs/op', float('nan')):.2f} allocs/op, "
-                       f"{c.get('nodes/op', float('nan')):.2f} nodes/op) vs untracked {add['real_time']:.1f} ns: "
-                       f"the autodiff layer costs {tr['real_time'] - add['real_time']:.1f} ns per recorded op.")
+            out.append(f"- Tracked add: {tr['real_time']:.1f} ns ({tr['cpu_time']:.1f} CPU; "
+                       f"{c.get('allocs/op', float('nan')):.2f} allocs/op, {c.get('nodes/op', float('nan')):.2f} nodes/op) "
+                       f"vs untracked {add['real_time']:.1f} ns ({add['cpu_time']:.1f} CPU): the autodiff layer costs "
+                       f"{tr['real_time'] - add['real_time']:.1f} ns ({tr['cpu_time'] - add['cpu_time']:.1f} CPU) per recorded op.")
         if add and ng:
-            out.append(f"- Tracked input under no_grad: {ng['real_time']:.1f} ns (untracked: {add['real_time']:.1f} ns).")
+            out.append(f"- Tracked input under no_grad: {ng['real_time']:.1f} ns ({ng['cpu_time']:.1f} CPU); untracked: "
+                       f"{add['real_time']:.1f} ns ({add['cpu_time']:.1f} CPU).")
         if err:
             c = err.get("counters") or {}
-            out.append(f"- Error path (raise + catch DeviceMismatch): {err['real_time']:.0f} ns, "
+            out.append(f"- Error path (raise + catch DeviceMismatch): {err['real_time']:.0f} ns ({err['cpu_time']:.0f} CPU), "
                        f"{c.get('allocs/op', float('nan')):.1f} allocs/op.")
         if be == "cpu" and add:
             allocs = (add.get("counters") or {}).get("allocs/op")
