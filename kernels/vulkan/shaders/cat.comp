@@ -1,0 +1,44 @@
+#version 450
+// One input of cat: the output is [outer, total, inner]; this input fills axis slots [off, off + d) of it.
+// 4-byte dtypes scatter one element per invocation. Bool packs four elements per word and two inputs may share a
+// word, so each invocation owns one output word and rewrites only the bytes of this input's slots (the dispatches of
+// one cat are ordered by barriers).
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const int DT = CF_F32;
+
+layout(push_constant) uniform Params {
+  uint n;      // elements of this input
+  uint inner;
+  uint total;  // the output's axis dim
+  uint off;
+  uint d;      // this input's axis dim
+  uint word_begin;
+  uint word_end;
+  uint out_n;
+} p;
+
+void main() {
+  if (DT != CF_BOOL) {
+    uint slab = p.d * p.inner;
+    for (uint i = grid_index(); i < p.n; i += grid_size()) {
+      uint outer = i / slab, rest = i % slab;
+      o_[(outer * p.total + p.off) * p.inner + rest] = a_[i];
+    }
+    return;
+  }
+  for (uint w = p.word_begin + grid_index(); w < p.word_end; w += grid_size()) {
+    uint v = o_[w];
+    for (uint e = 0u; e < 4u; ++e) {
+      uint i = w * 4u + e;
+      if (i >= p.out_n) break;
+      uint q = i / p.inner, ii = i % p.inner;
+      uint a = q % p.total, outer = q / p.total;
+      if (a < p.off || a >= p.off + p.d) continue;
+      uint src = (outer * p.d + (a - p.off)) * p.inner + ii;
+      v = (v & ~(0xffu << (8u * e))) | (LOAD(a_, CF_BOOL, src) << (8u * e));
+    }
+    o_[w] = v;
+  }
+}

@@ -1,0 +1,116 @@
+#version 450
+// Every elementwise op: unary, binary with numpy broadcasting, compare, logic, where and cast. The op and the dtypes
+// are specialization constants, so each pipeline is one straight-line kernel. Inputs are addressed through
+// per-input strides over the (coalesced) output shape; a broadcast dim has stride 0. A bool output packs four
+// elements per 32-bit word, so one invocation writes one whole word and no two invocations share a word.
+#include "common.glsl"
+#include "math.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const int OP = CF_ADD;
+layout(constant_id = 1) const int DT_IN = CF_F32;   // dtype of the value inputs (where: of a and b)
+layout(constant_id = 2) const int DT_OUT = CF_F32;
+
+layout(push_constant) uniform Params {
+  uint n;
+  uint rank;
+  uint shape[6];
+  uint s1[6];
+  uint s2[6];
+  uint s3[6];
+} p;
+
+uint unary(uint x) {
+  float f = uintBitsToFloat(x);
+  switch (OP) {
+    case CF_NEG: return DT_IN == CF_F32 ? x ^ 0x80000000u : 0u - x;
+    case CF_ABS: return DT_IN == CF_F32 ? x & 0x7fffffffu : (int(x) < 0 ? 0u - x : x);
+    case CF_EXP: return floatBitsToUint(cf_exp(f));
+    case CF_LOG: return floatBitsToUint(cf_log(f));
+    case CF_SQRT: return floatBitsToUint(cf_sqrt(f));
+    case CF_TANH: return floatBitsToUint(cf_tanh(f));
+    case CF_SIGMOID: return floatBitsToUint(cf_sigmoid(f));
+    case CF_RELU: return (is_nan(x) || int(x) > 0) ? x : 0u;
+    case CF_NOT: return x == 0u ? 1u : 0u;
+    case CF_CAST:
+      if (DT_OUT == CF_BOOL) return (DT_IN == CF_F32 ? (x & 0x7fffffffu) : x) != 0u ? 1u : 0u;
+      if (DT_IN == DT_OUT) return x;
+      if (DT_IN == CF_BOOL) return DT_OUT == CF_F32 ? (x != 0u ? 0x3f800000u : 0u) : x;
+      if (DT_IN == CF_I32) return floatBitsToUint(float(int(x)));
+      // f32 -> i32: truncate toward zero, saturate, NaN -> 0.
+      if (is_nan(x)) return 0u;
+      if (f >= 2147483648.0) return 0x7fffffffu;
+      if (f <= -2147483648.0) return 0x80000000u;
+      return uint(int(f));
+  }
+  return x;
+}
+
+bool less(uint x, uint y) { return DT_IN == CF_F32 ? fkey(x) < fkey(y) : int(x) < int(y); }
+bool equal(uint x, uint y) { return DT_IN == CF_F32 ? fkey(x) == fkey(y) : x == y; }
+
+uint binary(uint x, uint y) {
+  float a = uintBitsToFloat(x), b = uintBitsToFloat(y);
+  const bool f32 = DT_IN == CF_F32;
+  const bool nan = f32 && (is_nan(x) || is_nan(y));
+  switch (OP) {
+    case CF_ADD: return f32 ? floatBitsToUint(a + b) : x + y;
+    case CF_SUB: return f32 ? floatBitsToUint(a - b) : x - y;
+    case CF_MUL: return f32 ? floatBitsToUint(a * b) : x * y;
+    case CF_DIV: return floatBitsToUint(cf_div(a, b));
+#ifdef CF_F64
+    case CF_POW: return floatBitsToUint(cf_pow_f64(a, b));
+#else
+    case CF_POW: return floatBitsToUint(cf_pow_f32(a, b));
+#endif
+    case CF_MAXIMUM: return nan ? (is_nan(x) ? x : y) : (f32 ? (tkey(x) < tkey(y) ? y : x) : (less(x, y) ? y : x));
+    case CF_MINIMUM: return nan ? (is_nan(x) ? x : y) : (f32 ? (tkey(y) < tkey(x) ? y : x) : (less(y, x) ? y : x));
+    case CF_EQ: return (!nan && equal(x, y)) ? 1u : 0u;
+    case CF_NE: return (nan || !equal(x, y)) ? 1u : 0u;
+    case CF_LT: return (!nan && less(x, y)) ? 1u : 0u;
+    case CF_LE: return (!nan && !less(y, x)) ? 1u : 0u;
+    case CF_GT: return (!nan && less(y, x)) ? 1u : 0u;
+    case CF_GE: return (!nan && !less(x, y)) ? 1u : 0u;
+    case CF_AND: return (x != 0u && y != 0u) ? 1u : 0u;
+    case CF_OR: return (x != 0u || y != 0u) ? 1u : 0u;
+  }
+  return 0u;
+}
+
+uint element(uint i) {
+  uint o1 = 0u, o2 = 0u, o3 = 0u;
+  if (p.rank == 1u) {
+    o1 = i * p.s1[0];
+    o2 = i * p.s2[0];
+    o3 = i * p.s3[0];
+  } else {
+    uint rem = i;
+    for (int d = int(p.rank) - 1; d >= 0; --d) {
+      uint c = rem % p.shape[d];
+      rem /= p.shape[d];
+      o1 += c * p.s1[d];
+      o2 += c * p.s2[d];
+      o3 += c * p.s3[d];
+    }
+  }
+  if (OP == CF_WHERE) return LOAD(a_, CF_BOOL, o1) != 0u ? LOAD(b_, DT_IN, o2) : LOAD(c_, DT_IN, o3);
+  uint x = LOAD(a_, DT_IN, o1);
+  if (OP < CF_ADD) return unary(x);
+  return binary(x, LOAD(b_, DT_IN, o2));
+}
+
+void main() {
+  if (DT_OUT == CF_BOOL) {
+    uint words = (p.n + 3u) / 4u;
+    for (uint w = grid_index(); w < words; w += grid_size()) {
+      uint v = 0u;
+      for (uint e = 0u; e < 4u; ++e) {
+        uint i = w * 4u + e;
+        if (i < p.n) v |= (element(i) & 0xffu) << (8u * e);
+      }
+      o_[w] = v;
+    }
+  } else {
+    for (uint i = grid_index(); i < p.n; i += grid_size()) o_[i] = element(i);
+  }
+}

@@ -1,0 +1,244 @@
+// The Vulkan backend: one crossfire device per Vulkan physical device (vulkan:N), a pooled sub-allocator per
+// device, and command buffers recorded per op and submitted in batches.
+//
+// Note [Vulkan batches and deferred frees]
+// Kernels never wait. Each op records its dispatch (with a barrier before it only when it reads or writes a buffer
+// written since the last barrier) into the device's current command buffer; the buffer is submitted when it holds
+// kBatchDispatches dispatches, or when the host needs a result (read(), synchronize(), a kernel that must look at
+// data, e.g. index_select checking its indices). Every allocation remembers the serial of the last batch that
+// used it. release() of a tensor whose last batch has not signalled its fence yet does not return the memory to
+// the pool: the chunk waits on that batch's list and goes back when the fence signals, so a pending dispatch never
+// reads memory that a new tensor already owns, and memory is never reused inside one batch (which is why a batch
+// only needs read-after-write barriers).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <vulkan/vulkan_core.h>
+
+#include "crossfire/backend.hpp"
+#include "vulkan_loader.hpp"
+
+namespace crossfire::vulkan {
+
+// CROSSFIRE_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation; every message it sends is counted, printed to
+// stderr and kept, and the Vulkan tests assert that the count is zero.
+inline constexpr const char* kValidationEnv = "CROSSFIRE_VULKAN_VALIDATION";
+// CROSSFIRE_VULKAN_STAGING=1 forces staging-buffer transfers even where device memory is host-visible (lavapipe,
+// integrated GPUs), so that the discrete-GPU path is tested on every machine.
+inline constexpr const char* kStagingEnv = "CROSSFIRE_VULKAN_STAGING";
+// CROSSFIRE_VULKAN_MEMORY_LIMIT=<bytes> caps each device's pool (default: the device-local heap's size).
+inline constexpr const char* kMemoryLimitEnv = "CROSSFIRE_VULKAN_MEMORY_LIMIT";
+
+inline constexpr uint32_t kBatchDispatches = 64;   // commands recorded before a batch is submitted
+inline constexpr uint32_t kMaxInFlight = 8;        // submitted batches before the oldest is waited for
+inline constexpr VkDeviceSize kChunkAlign = 256;   // >= every device's minStorageBufferOffsetAlignment
+inline constexpr uint32_t kPushBytes = 128;        // the push-constant block every shader shares
+
+class Context;
+
+// One VkDeviceMemory + VkBuffer that the pool carves into chunks.
+struct Block {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  VkDeviceSize bump = 0;    // carved up to here
+  char* mapped = nullptr;   // host pointer when the memory is host-visible
+  bool dedicated = false;   // one chunk only (large tensors)
+};
+
+struct Chunk {
+  Block* block = nullptr;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = 0;  // the size class, >= the tensor's bytes
+};
+
+// backend_state of every Vulkan TensorImpl.
+struct Allocation {
+  Chunk chunk;
+  uint64_t last_use = 0;    // serial of the last batch that read or wrote it (0: none)
+  uint64_t last_write = 0;  // serial of the last batch that wrote it
+  uint32_t barrier_epoch = 0;  // == the batch's epoch when written since the last barrier
+  VkDeviceSize range = 0;  // bytes bound in descriptors (nbytes rounded up to 4, at least 4)
+};
+
+struct PoolStats {
+  uint64_t device_allocations = 0;  // vkAllocateMemory calls so far
+  uint64_t bytes_reserved = 0;      // VkDeviceMemory held
+  uint64_t chunks_live = 0;
+  uint64_t chunks_reused = 0;       // allocations served from a free list
+  uint64_t deferred_frees = 0;      // releases that waited for a pending batch
+  uint64_t batches_submitted = 0;
+  uint64_t barriers = 0;
+};
+
+// A pooled sub-allocator over one memory type: size classes with free lists, carved from big blocks.
+class Pool {
+ public:
+  Pool(Context& ctx, uint32_t memory_type, bool host_visible, VkDeviceSize limit);
+  ~Pool();
+  // Throws OutOfMemory naming `op`.
+  Chunk allocate(VkDeviceSize bytes, std::string_view op);
+  void free(const Chunk& c);
+  void set_limit(VkDeviceSize limit) { limit_ = limit; }
+  VkDeviceSize limit() const { return limit_; }
+  static VkDeviceSize size_class(VkDeviceSize bytes);
+
+ private:
+  Block* new_block(VkDeviceSize size, bool dedicated, std::string_view op, VkDeviceSize want);
+  void destroy(Block* b);
+  Context& ctx_;
+  uint32_t type_;
+  bool host_visible_;
+  VkDeviceSize limit_;
+  VkDeviceSize reserved_ = 0;
+  VkDeviceSize next_block_ = VkDeviceSize(4) << 20;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  Block* current_ = nullptr;
+  std::unordered_map<VkDeviceSize, std::vector<Chunk>> free_;  // by size class
+};
+
+class VulkanBackend;
+
+// Everything one Vulkan device needs. Created on first use of vulkan:N.
+class Context {
+ public:
+  Context(VulkanBackend& backend, int index, VkPhysicalDevice physical);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Vk& vk;
+  VulkanBackend& backend;
+  Device device;
+  VkPhysicalDevice physical;
+  VkDevice dev = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceMemoryProperties mem_props{};
+  bool has_f64 = false;
+  bool unified = false;  // device memory is host-visible: transfers are memcpy
+
+  // ---- memory ------------------------------------------------------------------------------------------------
+  void release_chunk(Allocation* a);                                  // deferred while a batch uses it
+  void write(Allocation& a, const void* src, size_t n);
+  void read(Allocation& a, void* dst, size_t n, std::string_view op);
+  void copy(Allocation& src, Allocation& dst, size_t n);
+  void fill(Allocation& dst, uint32_t pattern, std::string_view op);
+
+  // ---- recording -----------------------------------------------------------------------------------------------
+  // A cached pipeline for module `module` with specialization constants `spec` (constant_id 0..).
+  VkPipeline pipeline(std::string_view module, std::span<const int32_t> spec, std::string_view op);
+  // Records one dispatch. bufs[0] is written, the rest are read; an empty slot binds bufs[0].
+  void dispatch(VkPipeline p, std::span<Allocation* const> bufs, const void* push, size_t push_size, uint32_t gx,
+                uint32_t gy, uint32_t gz, std::string_view op);
+  void flush(std::string_view op);                       // submits the current batch, if any
+  void wait_serial(uint64_t serial, std::string_view op);  // waits until batch `serial` completed
+  void synchronize(std::string_view op);
+  uint64_t recording_serial() const { return serial_; }
+  void check_lost(std::string_view op) const;
+  [[noreturn]] void fail(std::string_view op, std::string_view what, VkResult r);
+
+  PoolStats stats;
+  Pool& pool() { return *pool_; }
+  bool fail_next_pipeline = false;  // test hook: the next pipeline creation fails
+
+ private:
+  struct Batch {
+    uint64_t serial = 0;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    std::vector<VkDescriptorPool> pools;
+    size_t pool_index = 0;
+    uint32_t sets_in_pool = 0;
+    uint32_t commands = 0;
+    std::vector<Chunk> deferred;        // device chunks freed while this batch was pending
+    std::vector<Chunk> staging;         // staging chunks this batch reads or writes
+  };
+  Batch& recording(std::string_view op);   // the batch being recorded, begun if needed
+  void retire_completed(bool block_on_oldest, std::string_view op);
+  void recycle(Batch& b);
+  VkDescriptorSet descriptor_set(Batch& b, std::string_view op);
+  void barrier_if_needed(Batch& b, std::span<Allocation* const> bufs);
+  void use(Allocation& a, bool write);
+
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  std::unordered_map<std::string, VkShaderModule> modules_;
+  std::unordered_map<uint64_t, VkPipeline> pipelines_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Pool> staging_pool_;  // host-visible; null when unified
+  std::unique_ptr<Batch> current_;
+  std::deque<std::unique_ptr<Batch>> in_flight_;
+  std::vector<std::unique_ptr<Batch>> spare_;
+  uint64_t serial_ = 1;     // serial of the batch being recorded (or the next one)
+  uint64_t completed_ = 0;  // every batch <= this has completed
+  uint32_t epoch_ = 1;      // bumps at every barrier and every new batch
+  bool lost_ = false;
+  friend class Pool;
+ public:
+  std::recursive_mutex mu;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  VulkanBackend();
+  ~VulkanBackend() override;
+  BackendKind kind() const override { return BackendKind::vulkan; }
+  std::string unavailable_reason() const override { return reason_; }
+  int device_count() const override { return int(physical_.size()); }
+  DeviceInfo device_info(int index) const override;
+  TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) override;
+  void release(TensorImpl* t) override;
+  void write(TensorImpl& t, const void* src) override;
+  void read(const TensorImpl& t, void* dst) override;
+  void copy(const TensorImpl& src, TensorImpl& dst) override;
+  void synchronize() override;
+
+  // Vulkan-specific, for tests and benchmarks.
+  Context& context(int index);
+  bool validation_enabled() const { return validation_; }
+  uint64_t validation_messages() const { return validation_count_.load(); }
+  std::vector<std::string> validation_log() const;
+  PoolStats pool_stats(int index);
+  void set_memory_limit(int index, uint64_t bytes);
+  bool has_f64(int index) { return context(index).has_f64; }
+
+  Vk vk;
+  VkInstance instance = VK_NULL_HANDLE;
+
+ private:
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data, void* self);
+  std::string reason_;
+  bool validation_ = false;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::vector<VkPhysicalDevice> physical_;
+  std::vector<DeviceInfo> infos_;
+  std::vector<std::unique_ptr<Context>> contexts_;
+  std::mutex contexts_mu_;
+  std::atomic<uint64_t> validation_count_{0};
+  mutable std::mutex log_mu_;
+  std::vector<std::string> log_;
+};
+
+// The Vulkan allocation behind a tensor of this backend.
+inline Allocation& alloc_of(const TensorImpl& t) { return *static_cast<Allocation*>(t.backend_state); }
+
+// Registers every kernel (vulkan_kernels.cpp); one line per op.
+void register_kernels(VulkanBackend& b);
+
+// The SPIR-V of an embedded module (generated vulkan_shaders.cpp); empty when there is no such module.
+std::span<const uint32_t> embedded_spirv(std::string_view name);
+
+}  // namespace crossfire::vulkan

@@ -1,0 +1,475 @@
+// Vulkan kernels: what each op records. Every kernel computes push constants (shapes, strides) on the host, picks a
+// cached pipeline for its shader module and specialization constants, and records one dispatch (or a fill/copy)
+// into the device's current batch; none of them waits, except index_select, which must read its indices.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include <fmt/format.h>
+
+#include "crossfire/error.hpp"
+#include "vulkan_backend.hpp"
+
+namespace crossfire::vulkan {
+namespace {
+
+#include "shaders/op_codes.h"
+
+Context& ctx(const KernelCall& c) { return static_cast<VulkanBackend*>(c.out.owner)->context(c.out.device.index); }
+Allocation* A(const TensorImpl& t) { return &alloc_of(t); }
+Allocation* A(const Tensor& t) { return &alloc_of(*t.impl()); }
+
+uint32_t groups(uint64_t items, uint32_t local) {
+  return uint32_t(std::clamp<uint64_t>((items + local - 1) / local, 1, 65535));
+}
+
+void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
+         std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, uint32_t gx, uint32_t gy = 1,
+         uint32_t gz = 1) {
+  Context& c = ctx(call);
+  std::lock_guard l(c.mu);
+  VkPipeline p = c.pipeline(module, std::span<const int32_t>(spec.begin(), spec.size()), call.op.name);
+  c.dispatch(p, std::span<Allocation* const>(bufs.begin(), bufs.size()), push, push_size, gx, gy, gz, call.op.name);
+}
+
+// ---- shapes and strides ------------------------------------------------------------------------------------------
+
+// A shape with per-operand strides (in elements), with size-1 dims dropped and mergeable neighbours merged so the
+// shader's index arithmetic runs over as few dims as possible (a plain same-shape op becomes rank 1).
+template <int Ops>
+struct Strided {
+  int rank = 0;
+  std::array<uint32_t, 6> shape{};
+  std::array<std::array<uint32_t, 6>, Ops> stride{};
+
+  void build(const Shape& out, const std::array<std::array<int64_t, kMaxRank>, Ops>& full) {
+    rank = 0;
+    for (int d = 0; d < out.rank(); ++d) {
+      if (out[d] == 1) continue;
+      if (rank > 0) {
+        bool merge = true;
+        for (int o = 0; o < Ops; ++o)
+          merge &= int64_t(stride[o][rank - 1]) == full[o][size_t(d)] * out[d];
+        if (merge) {
+          shape[size_t(rank - 1)] *= uint32_t(out[d]);
+          for (int o = 0; o < Ops; ++o) stride[o][size_t(rank - 1)] = uint32_t(full[o][size_t(d)]);
+          continue;
+        }
+      }
+      shape[size_t(rank)] = uint32_t(out[d]);
+      for (int o = 0; o < Ops; ++o) stride[o][size_t(rank)] = uint32_t(full[o][size_t(d)]);
+      ++rank;
+    }
+  }
+};
+
+// Strides of `in` broadcast against `out` (numpy: aligned at the right; a dim of 1 repeats, stride 0).
+std::array<int64_t, kMaxRank> broadcast_strides(const Shape& in, const Shape& out) {
+  std::array<int64_t, kMaxRank> s{};
+  std::array<int64_t, kMaxRank> cs = contiguous_strides(in);
+  int off = out.rank() - in.rank();
+  for (int d = 0; d < out.rank(); ++d) {
+    int id = d - off;
+    s[size_t(d)] = (id < 0 || in[id] == 1) ? 0 : cs[size_t(id)];
+  }
+  return s;
+}
+
+// ---- elementwise -----------------------------------------------------------------------------------------------------
+
+struct ElementwisePush {
+  uint32_t n, rank, shape[6], s1[6], s2[6], s3[6];
+};
+
+const auto kCodes = [] {
+  std::array<int, kNumOps> a{};
+  auto set = [&](std::string_view n, int code) { a[size_t(find_op(n))] = code; };
+  set("neg", CF_NEG), set("abs", CF_ABS), set("exp", CF_EXP), set("log", CF_LOG), set("sqrt", CF_SQRT);
+  set("tanh", CF_TANH), set("sigmoid", CF_SIGMOID), set("relu", CF_RELU), set("logical_not", CF_NOT);
+  set("cast", CF_CAST), set("add", CF_ADD), set("sub", CF_SUB), set("mul", CF_MUL), set("div", CF_DIV);
+  set("pow", CF_POW), set("maximum", CF_MAXIMUM), set("minimum", CF_MINIMUM), set("eq", CF_EQ), set("ne", CF_NE);
+  set("lt", CF_LT), set("le", CF_LE), set("gt", CF_GT), set("ge", CF_GE), set("logical_and", CF_AND);
+  set("logical_or", CF_OR), set("where", CF_WHERE);
+  set("sum", CF_SUM), set("mean", CF_MEAN), set("max", CF_MAX), set("argmax", CF_ARGMAX);
+  return a;
+}();
+
+void elementwise_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const int code = kCodes[call.id];
+  std::array<const TensorImpl*, 3> ins{};
+  int nin;
+  if (code == CF_WHERE) {
+    ins = {call.tensor(0).impl(), call.tensor(1).impl(), call.tensor(2).impl()};
+    nin = 3;
+  } else if (code < CF_ADD) {
+    ins[0] = call.tensor(0).impl();
+    nin = 1;
+  } else {
+    ins = {call.tensor(0).impl(), call.tensor(1).impl(), nullptr};
+    nin = 2;
+  }
+  const DType dt_in = code == CF_WHERE ? ins[1]->dtype : ins[0]->dtype;
+  std::array<std::array<int64_t, kMaxRank>, 3> full{};
+  for (int i = 0; i < nin; ++i) full[size_t(i)] = broadcast_strides(ins[size_t(i)]->shape, out.shape);
+  Strided<3> st;
+  st.build(out.shape, full);
+  ElementwisePush p{};
+  p.n = uint32_t(out.numel);
+  p.rank = uint32_t(st.rank);
+  for (int d = 0; d < st.rank; ++d) {
+    p.shape[d] = st.shape[size_t(d)];
+    p.s1[d] = st.stride[0][size_t(d)];
+    p.s2[d] = st.stride[1][size_t(d)];
+    p.s3[d] = st.stride[2][size_t(d)];
+  }
+  const bool f64 = code == CF_POW && ctx(call).has_f64;
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  run(call, f64 ? "elementwise_f64" : "elementwise", {code, int32_t(dt_in), int32_t(out.dtype)},
+      {A(out), A(*ins[0]), ins[1] ? A(*ins[1]) : nullptr, ins[2] ? A(*ins[2]) : nullptr}, &p, sizeof p,
+      groups(items, 256));
+}
+
+// ---- creation ------------------------------------------------------------------------------------------------------
+
+uint32_t to_i32_saturating(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 2147483647.0) return 0x7fffffffu;
+  if (v <= -2147483648.0) return 0x80000000u;
+  return uint32_t(int32_t(v));
+}
+
+void fill_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.nbytes == 0) return;
+  const std::string_view n = call.op.name;
+  const double v = n == "zeros" ? 0.0 : n == "ones" ? 1.0 : call.args[1].f;
+  uint32_t pattern = 0;
+  switch (out.dtype) {
+    case DType::f32: {
+      float f = float(v);
+      std::memcpy(&pattern, &f, 4);
+      break;
+    }
+    case DType::i32: pattern = to_i32_saturating(v); break;
+    case DType::boolean: pattern = v != 0 ? 0x01010101u : 0u; break;
+  }
+  Context& c = ctx(call);
+  std::lock_guard l(c.mu);
+  c.fill(*A(out), pattern, n);
+}
+
+void arange_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const double start = call.args[0].f, step = call.args[2].f;
+  Context& c = ctx(call);
+  if (c.has_f64) {
+    struct {
+      uint32_t n, pad;
+      double start, step;
+    } p{uint32_t(out.numel), 0, start, step};
+    run(call, "arange_f64", {int32_t(out.dtype)}, {A(out)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+    return;
+  }
+  // No shaderFloat64 on this device: the values are computed in f64 on the host, as the op table defines them.
+  std::vector<uint32_t> v(size_t(out.numel));
+  for (size_t i = 0; i < v.size(); ++i) {
+    volatile double prod = double(i) * step;  // two roundings, as in the shader (no contraction into an fma)
+    double x = start + prod;
+    if (out.dtype == DType::f32) {
+      float f = float(x);
+      std::memcpy(&v[i], &f, 4);
+    } else {
+      v[i] = to_i32_saturating(std::trunc(x));
+    }
+  }
+  std::lock_guard l(c.mu);
+  c.write(*A(out), v.data(), out.nbytes);
+}
+
+void rand_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const uint64_t seed = uint64_t(call.args[1].i);
+  const bool normal = call.op.name == "randn";
+  struct {
+    uint32_t n, k0, k1;
+  } p{uint32_t(out.numel), uint32_t(seed), uint32_t(seed >> 32)};
+  const bool f64 = normal && ctx(call).has_f64;
+  run(call, f64 ? "rand_f64" : "rand", {int32_t(normal)}, {A(out)}, &p, sizeof p,
+      groups((uint64_t(out.numel) + 3) / 4, 256));
+}
+
+// ---- reductions ------------------------------------------------------------------------------------------------------
+
+// x viewed as [outer, r, inner] around `axis` (all elements when the axis is absent).
+struct Around {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+Around around(const Shape& s, int64_t axis) {
+  Around a;
+  for (int d = 0; d < s.rank(); ++d) {
+    if (d < axis) a.outer *= s[d];
+    else if (d == axis) a.r = s[d];
+    else a.inner *= s[d];
+  }
+  return a;
+}
+int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+void reduce_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& x = *call.tensor(0).impl();
+  Around a;
+  if (call.args[1].present) a = around(x.shape, norm_axis(call.args[1].i, x.shape.rank()));
+  else a.r = x.numel;
+  const uint64_t n_out = uint64_t(a.outer * a.inner);
+  const bool group = a.r >= 1024 || (a.r >= 64 && n_out < 8192);
+  struct {
+    uint32_t n_out, r, inner;
+  } p{uint32_t(n_out), uint32_t(a.r), uint32_t(a.inner)};
+  run(call, "reduce", {kCodes[call.id], int32_t(x.dtype), int32_t(group)}, {A(out), A(x)}, &p, sizeof p,
+      group ? uint32_t(std::min<uint64_t>(n_out, 65535)) : groups(n_out, 256));
+}
+
+void softmax_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& x = *call.tensor(0).impl();
+  Around a = around(x.shape, norm_axis(call.args[1].i, x.shape.rank()));
+  struct {
+    uint32_t rows, r, inner;
+  } p{uint32_t(a.outer * a.inner), uint32_t(a.r), uint32_t(a.inner)};
+  run(call, "softmax", {}, {A(out), A(x)}, &p, sizeof p, groups(uint64_t(a.outer * a.inner), 64));
+}
+
+// ---- matmul ----------------------------------------------------------------------------------------------------------
+
+void matmul_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& l = *call.tensor(0).impl();
+  const TensorImpl& r = *call.tensor(1).impl();
+  const int orank = out.shape.rank();
+  const int64_t m = out.shape[orank - 2], n = out.shape[orank - 1], k = l.shape[l.shape.rank() - 1];
+  Shape ob, lb, rb;
+  for (int d = 0; d < orank - 2; ++d) ob.push_back(out.shape[d]);
+  for (int d = 0; d < l.shape.rank() - 2; ++d) lb.push_back(l.shape[d]);
+  for (int d = 0; d < r.shape.rank() - 2; ++d) rb.push_back(r.shape[d]);
+  Strided<2> st;
+  st.build(ob, {broadcast_strides(lb, ob), broadcast_strides(rb, ob)});
+  struct {
+    uint32_t m, n, k, batch, brank, bshape[4], sa[4], sb[4];
+  } p{};
+  p.m = uint32_t(m);
+  p.n = uint32_t(n);
+  p.k = uint32_t(k);
+  p.batch = uint32_t(ob.numel());
+  p.brank = uint32_t(st.rank);
+  for (int d = 0; d < st.rank; ++d) {
+    p.bshape[d] = st.shape[size_t(d)];
+    p.sa[d] = st.stride[0][size_t(d)];
+    p.sb[d] = st.stride[1][size_t(d)];
+  }
+  run(call, "matmul", {}, {A(out), A(l), A(r)}, &p, sizeof p, uint32_t(std::min<int64_t>((n + 63) / 64, 65535)),
+      uint32_t(std::min<int64_t>((m + 63) / 64, 65535)), uint32_t(std::min<uint64_t>(p.batch, 65535)));
+}
+
+// ---- layout ----------------------------------------------------------------------------------------------------------
+
+void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std::array<int64_t, kMaxRank>& strides) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  Strided<1> st;
+  st.build(out.shape, {strides});
+  struct {
+    uint32_t n, rank, base, shape[6], stride[6];
+  } p{};
+  p.n = uint32_t(out.numel);
+  p.rank = uint32_t(st.rank);
+  p.base = uint32_t(base);
+  for (int d = 0; d < st.rank; ++d) {
+    p.shape[d] = st.shape[size_t(d)];
+    p.stride[d] = st.stride[0][size_t(d)];
+  }
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  run(call, "gather", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x)}, &p, sizeof p,
+      groups(items, 256));
+}
+
+void reshape_kernel(const KernelCall& call) {
+  if (call.out.nbytes == 0) return;
+  Context& c = ctx(call);
+  std::lock_guard l(c.mu);
+  c.copy(*A(call.tensor(0)), *A(call.out), call.out.nbytes);
+}
+
+void permute_kernel(const KernelCall& call) {
+  const TensorImpl& x = *call.tensor(0).impl();
+  std::array<int64_t, kMaxRank> cs = contiguous_strides(x.shape), s{};
+  std::span<const int64_t> dims = call.args[1].ints;
+  for (size_t i = 0; i < dims.size(); ++i) s[i] = cs[size_t(dims[i])];
+  gather(call, x, 0, s);
+}
+
+void slice_kernel(const KernelCall& call) {
+  const TensorImpl& x = *call.tensor(0).impl();
+  std::array<int64_t, kMaxRank> cs = contiguous_strides(x.shape), s{};
+  std::span<const int64_t> starts = call.args[1].ints, steps = call.args[3].ints;
+  int64_t base = 0;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    s[size_t(d)] = cs[size_t(d)] * steps[size_t(d)];
+    base += starts[size_t(d)] * cs[size_t(d)];
+  }
+  gather(call, x, base, s);
+}
+
+void expand_kernel(const KernelCall& call) {
+  const TensorImpl& x = *call.tensor(0).impl();
+  gather(call, x, 0, broadcast_strides(x.shape, call.out.shape));
+}
+
+void cat_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  std::span<const Tensor> ts = call.args[0].list;
+  const int64_t axis = norm_axis(call.args[1].i, out.shape.rank());
+  Around a = around(out.shape, axis);
+  const bool boolean = out.dtype == DType::boolean;
+  int64_t off = 0;
+  for (const Tensor& t : ts) {
+    const int64_t d = t.shape()[int(axis)];
+    if (t.numel() > 0) {
+      struct {
+        uint32_t n, inner, total, off, d, word_begin, word_end, out_n;
+      } p{};
+      p.n = uint32_t(t.numel());
+      p.inner = uint32_t(a.inner);
+      p.total = uint32_t(a.r);
+      p.off = uint32_t(off);
+      p.d = uint32_t(d);
+      const uint64_t first = uint64_t(off * a.inner);
+      const uint64_t last = uint64_t(((a.outer - 1) * a.r + off + d) * a.inner);
+      p.word_begin = uint32_t(first / 4);
+      p.word_end = uint32_t((last + 3) / 4);
+      p.out_n = uint32_t(out.numel);
+      run(call, "cat", {boolean ? CF_BOOL : CF_F32}, {A(out), A(t)}, &p, sizeof p,
+          groups(boolean ? p.word_end - p.word_begin : p.n, 256));
+    }
+    off += d;
+  }
+}
+
+void index_select_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  const TensorImpl& x = *call.tensor(0).impl();
+  const TensorImpl& index = *call.tensor(2).impl();
+  const int64_t axis = norm_axis(call.args[1].i, x.shape.rank());
+  Around a = around(x.shape, axis);
+  // Indices are data, not metadata: reading them is the one synchronisation a kernel does (op table doc).
+  if (index.numel > 0) {
+    std::vector<int32_t> idx(size_t(index.numel));
+    {
+      Context& c = ctx(call);
+      std::lock_guard l(c.mu);
+      c.read(*A(index), idx.data(), index.nbytes, call.op.name);
+    }
+    for (size_t j = 0; j < idx.size(); ++j)
+      if (idx[j] < 0 || idx[j] >= a.r)
+        throw InvalidArgument(std::string(call.op.name), "index",
+                              fmt::format("entry {} is {}, out of range [0, {}) for axis {} of x {}", j, idx[j], a.r,
+                                          axis, x.shape.str()));
+  }
+  if (out.numel == 0) return;
+  struct {
+    uint32_t n, inner, j, d;
+  } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.r)};
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  run(call, "index_select", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x), A(index)}, &p, sizeof p,
+      groups(items, 256));
+}
+
+// ---- nn --------------------------------------------------------------------------------------------------------------
+
+void conv2d_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& in = *call.tensor(0).impl();
+  const TensorImpl& w = *call.tensor(1).impl();
+  const bool bias = call.args[2].present;
+  std::span<const int64_t> stride = call.args[3].ints, pad = call.args[4].ints;
+  struct {
+    uint32_t total, N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO, has_bias;
+  } p{uint32_t(out.numel), uint32_t(in.shape[0]), uint32_t(in.shape[1]), uint32_t(in.shape[2]),
+      uint32_t(in.shape[3]), uint32_t(w.shape[0]), uint32_t(w.shape[2]), uint32_t(w.shape[3]),
+      uint32_t(stride[0]), uint32_t(stride[1]), uint32_t(pad[0]), uint32_t(pad[1]),
+      uint32_t(out.shape[2]), uint32_t(out.shape[3]), uint32_t(bias)};
+  run(call, "conv2d", {}, {A(out), A(in), A(w), bias ? A(call.tensor(2)) : nullptr}, &p, sizeof p,
+      groups(uint64_t(out.numel), 256));
+}
+
+struct Im2colPush {
+  uint32_t total, N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO;
+};
+
+void unfold_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& in = *call.tensor(0).impl();
+  std::span<const int64_t> k = call.args[1].ints, s = call.args[2].ints, pd = call.args[3].ints;
+  const int64_t ho = (in.shape[2] + 2 * pd[0] - k[0]) / s[0] + 1, wo = (in.shape[3] + 2 * pd[1] - k[1]) / s[1] + 1;
+  Im2colPush p{uint32_t(out.numel), uint32_t(in.shape[0]), uint32_t(in.shape[1]), uint32_t(in.shape[2]),
+               uint32_t(in.shape[3]), uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]),
+               uint32_t(pd[0]), uint32_t(pd[1]), uint32_t(ho), uint32_t(wo)};
+  run(call, "im2col", {0}, {A(out), A(in)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+}
+
+void fold_kernel(const KernelCall& call) {
+  const TensorImpl& out = call.out;
+  if (out.numel == 0) return;
+  const TensorImpl& in = *call.tensor(0).impl();
+  std::span<const int64_t> k = call.args[2].ints, s = call.args[3].ints, pd = call.args[4].ints;
+  const int64_t h = out.shape[2], w = out.shape[3];
+  const int64_t ho = (h + 2 * pd[0] - k[0]) / s[0] + 1, wo = (w + 2 * pd[1] - k[1]) / s[1] + 1;
+  Im2colPush p{uint32_t(out.numel), uint32_t(out.shape[0]), uint32_t(out.shape[1]), uint32_t(h), uint32_t(w),
+               uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]), uint32_t(pd[0]), uint32_t(pd[1]),
+               uint32_t(ho), uint32_t(wo)};
+  run(call, "im2col", {1}, {A(out), A(in)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+}
+
+}  // namespace
+
+void register_kernels(VulkanBackend& b) {
+  b.set_kernel("zeros", fill_kernel);
+  b.set_kernel("ones", fill_kernel);
+  b.set_kernel("full", fill_kernel);
+  b.set_kernel("arange", arange_kernel);
+  b.set_kernel("rand", rand_kernel);
+  b.set_kernel("randn", rand_kernel);
+  for (const OpDef& op : kOpTable)
+    if (op.family == OpFamily::unary || op.family == OpFamily::binary || op.family == OpFamily::where ||
+        op.family == OpFamily::cast)
+      b.set_kernel(op.name, elementwise_kernel);
+  b.set_kernel("sum", reduce_kernel);
+  b.set_kernel("mean", reduce_kernel);
+  b.set_kernel("max", reduce_kernel);
+  b.set_kernel("argmax", reduce_kernel);
+  b.set_kernel("matmul", matmul_kernel);
+  b.set_kernel("reshape", reshape_kernel);
+  b.set_kernel("permute", permute_kernel);
+  b.set_kernel("slice", slice_kernel);
+  b.set_kernel("expand", expand_kernel);
+  b.set_kernel("cat", cat_kernel);
+  b.set_kernel("index_select", index_select_kernel);
+  b.set_kernel("softmax", softmax_kernel);
+  b.set_kernel("conv2d", conv2d_kernel);
+  b.set_kernel("unfold", unfold_kernel);
+  b.set_kernel("fold", fold_kernel);
+  // from_data and to are run by dispatch through write(), read() and copy().
+}
+
+}  // namespace crossfire::vulkan
