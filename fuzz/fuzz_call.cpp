@@ -3,6 +3,7 @@
 // out-of-range values, lists empty or long); call() must either succeed or raise a crossfire::Error (contract
 // section 7): never crash, hang, trip a sanitizer or allocate without bound. An error must leave the counters and
 // the autodiff tape unchanged, unless it was raised by a kernel (index_select's data-dependent range check).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

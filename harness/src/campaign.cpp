@@ -64,6 +64,9 @@ bool write_all(int fd, const std::string& s) {
   for (uint64_t i = start; c.programs == 0 || i < c.programs; ++i) {
     if (!write_all(fd, json{{"t", "start"}, {"i", i}}.dump() + "\n")) ::_exit(0);
     Program p = campaign_program(c, i);
+    if (int64_t(i) == c.crash_at) std::abort();
+    if (int64_t(i) == c.hang_at)
+      for (;;) ::pause();
     ProgramReport r = check_program(p, opts);
     json msg{{"t", "done"}, {"i", i}, {"nodes", p.num_nodes()}};
     json counts = json::array();

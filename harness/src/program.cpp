@@ -149,16 +149,16 @@ class Parser {
       std::string w = word();
       if (w == "input" || w == "node") {
         if (p.values.size() >= size_t(ProgramLimits::kMaxValues))
-          fail_at(line_, int(c), fmt::format("program has more than {} values; the limit is {} (ProgramLimits::kMaxValues)",
+          fail_at(line_, int(c) + 1, fmt::format("program has more than {} values; the limit is {} (ProgramLimits::kMaxValues)",
                                              ProgramLimits::kMaxValues, ProgramLimits::kMaxValues));
-        if (p.backward_of) fail_at(line_, int(c), "`backward` must be the last line");
+        if (p.backward_of) fail_at(line_, int(c) + 1, "`backward` must be the last line");
         expect_id(int(p.values.size()));
         p.values.push_back(w == "input" ? Value{input()} : Value{node(int(p.values.size()))});
       } else if (w == "backward") {
-        if (p.backward_of) fail_at(line_, int(c), "a second `backward` line (a program has at most one)");
+        if (p.backward_of) fail_at(line_, int(c) + 1, "a second `backward` line (a program has at most one)");
         p.backward_of = ref_id(int(p.values.size()));
       } else {
-        fail_at(line_, int(c), fmt::format("expected `input`, `node` or `backward`, got `{}`", w));
+        fail_at(line_, int(c) + 1, fmt::format("expected `input`, `node` or `backward`, got `{}`", w));
       }
       end_line();
     }

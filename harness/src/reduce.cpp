@@ -155,6 +155,28 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
       if (changed && still_fails(c, &n2)) best = c, node = n2;
     }
   }
+  // 6. Zero what does not matter, in halving chunks (delta debugging), so the values that matter stand out.
+  for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
+    if (!best.values[v].is_input()) continue;
+    const int64_t n = best.values[v].input().shape.numel();
+    for (int64_t chunk = std::max<int64_t>(1, n / 2); chunk >= 1 && checks < max_checks; chunk /= 2) {
+      for (int64_t start = 0; start < n && checks < max_checks; start += chunk) {
+        Program c = best;
+        InputDef& in = c.values[v].input();
+        bool changed = false;
+        for (int64_t i = start; i < std::min(n, start + chunk); ++i) {
+          if (in.dtype == DType::f32) {
+            if (in.f32_bits[size_t(i)] != 0) in.f32_bits[size_t(i)] = 0, changed = true;
+          } else if (in.ints[size_t(i)] != 0) {
+            in.ints[size_t(i)] = 0, changed = true;
+          }
+        }
+        int n2 = node;
+        if (changed && still_fails(c, &n2)) best = c, node = n2;
+      }
+      if (chunk == 1) break;
+    }
+  }
   if (stats) *stats = {checks, int(p0.values.size()), int(best.values.size())};
   return best;
 }

@@ -127,18 +127,24 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--max-nodes", max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
   run_cmd->add_flag("--no-mismatch", no_mismatch, "Only programs whose devices all agree");
   run_cmd->add_option("--plant-fault", plant, "Developer aid: plant a fault in the oracles' observations")->group("");
+  int64_t crash_at = -1, hang_at = -1;
+  run_cmd->add_option("--crash-at", crash_at, "Test aid: the worker crashes on this program")->group("");
+  run_cmd->add_option("--hang-at", hang_at, "Test aid: the worker hangs on this program")->group("");
 
   auto* replay_cmd = app.add_subcommand("replay", "Rerun one program and print the per-node comparison table");
   std::string replay_file, replay_backends, replay_oracles;
   replay_cmd->add_option("FILE", replay_file, "Program file")->required();
   replay_cmd->add_option("--backends", replay_backends, "Backends or devices (default: all available)");
   replay_cmd->add_option("--oracles", replay_oracles, "Oracles (default: all)");
+  std::string replay_plant;
+  replay_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
 
   auto* reduce_cmd = app.add_subcommand("reduce", "Shrink a failing program while its failure persists");
   std::string reduce_file, reduce_out, reduce_backends;
   reduce_cmd->add_option("FILE", reduce_file, "Program file")->required();
   reduce_cmd->add_option("-o,--output", reduce_out, "Where to write the reduced program")->required();
   reduce_cmd->add_option("--backends", reduce_backends, "Backends or devices (default: all available)");
+  reduce_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -156,6 +162,8 @@ int main(int argc, char** argv) {
       c.out_dir = out_dir;
       c.hang_seconds = hang;
       c.fault = parse_planted_fault(plant);
+      c.crash_at = crash_at;
+      c.hang_at = hang_at;
       c.gen.max_nodes = max_nodes;
       c.gen.mismatches = !no_mismatch;
       if (c.devices.empty()) {
@@ -175,6 +183,7 @@ int main(int argc, char** argv) {
       o.devices = select_devices(*replay_cmd ? replay_backends : reduce_backends);
       if (*replay_cmd) o.enabled = select_oracles(replay_oracles);
       o.keep_node_table = replay_cmd->parsed();
+      o.fault = parse_planted_fault(replay_plant);
       ProgramReport r = check_program(p, o);
       if (*replay_cmd) {
         print_table(r);

@@ -22,6 +22,8 @@ struct CampaignConfig {
   double hang_seconds = 60;                     // a program running longer is a hang
   int progress = -1;                            // 1: live line, 0: periodic plain lines, -1: decide by isatty
   PlantedFault fault = PlantedFault::none;
+  // Test aids for the supervisor: the worker aborts (crash) or spins (hang) on this program; -1: never.
+  int64_t crash_at = -1, hang_at = -1;
   GenConfig gen;
 };
 

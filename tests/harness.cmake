@@ -1,0 +1,12 @@
+# The harness's own tests (issue 4): the program format, the generator, each oracle catching a planted fault, the
+# reducer, and the `crossfire` command end to end (campaign reports, crash supervision, replay, reduce).
+if(TARGET crossfire_harness)
+  find_package(nlohmann_json REQUIRED)
+  crossfire_core_test(harness AREA harness TIMEOUT 120
+    SOURCES harness/format_test.cpp harness/generator_test.cpp harness/oracles_test.cpp harness/reducer_test.cpp
+    LIBS crossfire_harness)
+  crossfire_core_test(harness_cli AREA harness TIMEOUT 120 SOURCES harness/cli_test.cpp
+    LIBS crossfire_harness nlohmann_json::nlohmann_json)
+  target_compile_definitions(suite_harness_cli PRIVATE CROSSFIRE_CLI="$<TARGET_FILE:crossfire_cli>")
+  add_dependencies(suite_harness_cli crossfire_cli)
+endif()

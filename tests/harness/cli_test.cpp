@@ -1,0 +1,161 @@
+// The `crossfire` command end to end: backends, a campaign's reports, crash and hang supervision, Ctrl-C, an
+// unwritable --out, replay and reduce.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "crossfire/harness/program.hpp"
+
+namespace crossfire::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(CROSSFIRE_CLI) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  int st = ::pclose(f);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("crossfire-cli-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+TEST(Cli, BackendsListsEveryBackend) {
+  Result r = run("backends");
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* s : {"cpu:0", "cpu:1", "vulkan", "cuda"}) EXPECT_NE(r.out.find(s), std::string::npos) << r.out;
+}
+
+TEST(Cli, CampaignWritesReportsAndExitsZeroWhenNothingFails) {
+  fs::path d = temp_dir("ok");
+  Result r = run("run --programs 25 --seed 7 --backends cpu --oracles contract,bad_input --out " + d.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["seed"], 7);
+  EXPECT_EQ(j["programs"], 25);
+  EXPECT_EQ(j["failures"], 0);
+  EXPECT_TRUE(j.contains("seconds"));
+  EXPECT_TRUE(j["backends"].is_array());
+  EXPECT_GT(j["oracles"]["contract"]["checked"].get<int>(), 0);
+  EXPECT_EQ(j["oracles"]["contract"]["failed"], 0);
+  EXPECT_NE(read(d / "junit.xml").find("<testsuite name=\"crossfire\""), std::string::npos);
+  std::string html = read(d / "report.html");
+  EXPECT_NE(html.find("<html"), std::string::npos);
+  EXPECT_NE(html.find("Coverage"), std::string::npos);
+  EXPECT_NE(r.out.find("oracle"), std::string::npos) << "summary table";
+  fs::remove_all(d);
+}
+
+TEST(Cli, ACrashIsARecordedFailureAndTheCampaignGoesOn) {
+  fs::path d = temp_dir("crash");
+  Result r = run("run --programs 6 --seed 1 --backends cpu --oracles contract --crash-at 2 --out " + d.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["crashes"], 1);
+  EXPECT_EQ(j["programs"], 6) << "programs after the crash still ran";
+  ASSERT_EQ(j["failure_list"].size(), 1u);
+  fs::path saved = d / j["failure_list"][0]["file"].get<std::string>();
+  EXPECT_NO_THROW(load_program(saved.string())) << "the crashing program is saved and replayable";
+  fs::remove_all(d);
+}
+
+TEST(Cli, AHangIsARecordedFailure) {
+  fs::path d = temp_dir("hang");
+  Result r = run("run --programs 3 --backends cpu --oracles contract --hang-at 1 --hang-seconds 1 --out " + d.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["hangs"], 1);
+  EXPECT_EQ(j["programs"], 3);
+  fs::remove_all(d);
+}
+
+TEST(Cli, CtrlCStillWritesTheReports) {
+  fs::path d = temp_dir("sigint");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(CROSSFIRE_CLI, CROSSFIRE_CLI, "run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract",
+            "--out", d.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(pid, SIGINT);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["interrupted"], true);
+  EXPECT_GT(j["programs"].get<int>(), 0);
+  EXPECT_LT(j["seconds"].get<double>(), 30);
+  fs::remove_all(d);
+}
+
+TEST(Cli, AnUnwritableOutDirIsReportedBeforeStarting) {
+  Result r = run("run --seconds 30 --out /proc/crossfire-cannot-write-here");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--out"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("programs/s"), std::string::npos) << "the campaign did not start";
+}
+
+TEST(Cli, ReplayAndReduce) {
+  fs::path d = temp_dir("replay");
+  fs::create_directories(d);
+  save_text_atomically((d / "ok.program").string(),
+                       "crossfire-program 1\n"
+                       "input %0 f32 [2] cpu:0 = 0x1p+0 -0x1p+1\n"
+                       "input %1 f32 [2] cpu:0 = 0x1p-1 0x1p+0\n"
+                       "node %2 add lhs=%0 rhs=%1\n"
+                       "node %3 neg x=%2\n"
+                       "node %4 mul lhs=%3 rhs=%2\n");
+  Result ok = run("replay " + (d / "ok.program").string() + " --backends cpu");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("%2"), std::string::npos) << "per-node table";
+  Result bad = run("replay " + (d / "ok.program").string() + " --backends cpu --plant-fault perturb_float_output");
+  if (bad.out.find("agrees with the f64 reference") == std::string::npos &&
+      bad.out.find("disagrees") == std::string::npos)
+    GTEST_SKIP() << "no CPU kernels or reference yet";
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  Result red = run("reduce " + (d / "ok.program").string() + " -o " + (d / "small.program").string() +
+                   " --backends cpu --plant-fault perturb_float_output");
+  EXPECT_EQ(red.status, 0) << red.out;
+  Program small = load_program((d / "small.program").string());
+  EXPECT_EQ(small.num_nodes(), 1) << read(d / "small.program");
+  save_text_atomically((d / "broken.program").string(), "crossfire-program 1\ninput %0 f32 [2] cpu:0 = 1\n");
+  Result broken = run("replay " + (d / "broken.program").string());
+  EXPECT_EQ(broken.status, 2);
+  EXPECT_NE(broken.out.find("broken.program:2:"), std::string::npos) << broken.out;
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace crossfire::harness

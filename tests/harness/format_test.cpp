@@ -1,0 +1,111 @@
+// The program text format: exact round trips, and parse errors with line and column for malformed, truncated and
+// oversized programs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "crossfire/harness/generate.hpp"
+#include "crossfire/harness/program.hpp"
+
+namespace crossfire::harness {
+namespace {
+
+TEST(ProgramFormat, GeneratedProgramsRoundTripExactly) {
+  GenConfig cfg;
+  cfg.devices = {Device::cpu(0), Device::cpu(1), Device::vulkan(0)};
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    PrngChoices c(seed);
+    Program p = generate_program(c, cfg);
+    std::string text = print_program(p);
+    Program q = parse_program(text);
+    ASSERT_EQ(q, p) << text;
+    ASSERT_EQ(print_program(q), text);
+  }
+}
+
+TEST(ProgramFormat, FloatsAreExactIncludingSpecialValues) {
+  const float vals[] = {0.0f, -0.0f, 0.1f, -3.5f, 1e-45f, 3.4028235e38f, INFINITY, -INFINITY, NAN};
+  Program p;
+  InputDef in;
+  in.dtype = DType::f32;
+  in.shape = Shape{int64_t(std::size(vals))};
+  in.device = Device::cpu(1);
+  in.tracked = true;
+  for (float f : vals) in.f32_bits.push_back(f32_to_bits(f));
+  p.values.push_back(Value{in});
+  std::string text = print_program(p);
+  Program q = parse_program(text);
+  ASSERT_EQ(q.values.size(), 1u);
+  for (size_t i = 0; i < std::size(vals); ++i) {
+    float got = bits_to_f32(q.values[0].input().f32_bits[i]);
+    if (std::isnan(vals[i])) EXPECT_TRUE(std::isnan(got));
+    else EXPECT_EQ(f32_to_bits(got), f32_to_bits(vals[i])) << text;
+  }
+  EXPECT_NE(text.find("-0x0p+0"), std::string::npos) << "negative zero keeps its sign";
+}
+
+void expect_parse_error(const std::string& text, int line, int column, const std::string& contains) {
+  try {
+    parse_program(text);
+    ADD_FAILURE() << "parsed:\n" << text;
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line, line) << e.what();
+    if (column > 0) {
+      EXPECT_EQ(e.column, column) << e.what();
+    }
+    EXPECT_NE(std::string(e.what()).find(contains), std::string::npos) << e.what();
+  }
+}
+
+TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
+  expect_parse_error("", 1, 1, "empty program");
+  expect_parse_error("crossfire-program 2\n", 1, 0, "unsupported format version 2");
+  expect_parse_error("hello\n", 1, 1, "expected the header");
+  const std::string h = "crossfire-program 1\n";
+  expect_parse_error(h + "input %0 f32 [2] cpu:0 = 0x1p+0\n", 2, 0, "expected 2 values");
+  expect_parse_error(h + "input %0 f32 [1] cpu:0 = 0x1p+0 2\n", 2, 0, "more values");
+  expect_parse_error(h + "input %0 f32 [1] gpu:0 = 1\n", 2, 18, "unknown backend `gpu`");
+  expect_parse_error(h + "input %0 i32 [1] cpu:0 tracked = 1\n", 2, 24, "only f32 inputs can be tracked");
+  expect_parse_error(h + "input %1 f32 [] cpu:0 = 1\n", 2, 7, "expected %0");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 frobnicate x=%0\n", 3, 9, "unknown op `frobnicate`");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 add rhs=%0 lhs=%0\n", 3, 13, "expected parameter `lhs`");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 add lhs=%0 rhs=%2\n", 3, 24, "%2 does not exist");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 add lhs=%0\n", 3, 0, "needs parameter `rhs`");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 sum x=%0 axis=none keepdim=maybe\n", 3, 0,
+                     "expected true or false");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = zero\n", 2, 25, "is not a number");
+  expect_parse_error(h + "input %0 bool [1] cpu:0 = 2\n", 2, 27, "bool values are 0 or 1");
+  expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nbackward %0\ninput %1 f32 [] cpu:0 = 1\n", 4, 1,
+                     "`backward` must be the last line");
+  expect_parse_error(h + "input %0 i32 [1] cpu:0 = 99999999999\n", 2, 0, "out of range");
+}
+
+TEST(ProgramFormat, OversizedProgramsNameTheLimit) {
+  const std::string h = "crossfire-program 1\n";
+  expect_parse_error(h + "input %0 f32 [4096, 4096] cpu:0 = 0\n", 2, 0, "ProgramLimits::kMaxTensorElements");
+  expect_parse_error(h + "input %0 f32 [1, 2, 3, 4, 5, 6, 7] cpu:0 = 0\n", 2, 0, "rank 7 is above the maximum 6");
+  std::string many = h;
+  for (int i = 0; i <= ProgramLimits::kMaxValues; ++i) many += "input %" + std::to_string(i) + " f32 [] cpu:0 = 0\n";
+  expect_parse_error(many, ProgramLimits::kMaxValues + 2, 0, "ProgramLimits::kMaxValues");
+  std::string huge(ProgramLimits::kMaxBytes + 1, '#');
+  expect_parse_error(huge, 0, 0, "ProgramLimits::kMaxBytes");
+  std::string list = h + "input %0 f32 [] cpu:0 = 0\nnode %1 cat tensors=[";
+  for (int i = 0; i <= ProgramLimits::kMaxListLength; ++i) list += "%0, ";
+  expect_parse_error(list + "%0] axis=0\n", 3, 0, "ProgramLimits::kMaxListLength");
+}
+
+TEST(ProgramFormat, TruncatedProgramsNeverCrash) {
+  GenConfig cfg;
+  PrngChoices c(5);
+  std::string text = print_program(generate_program(c, cfg));
+  for (size_t n = 0; n < text.size(); n += 7) {
+    try {
+      parse_program(text.substr(0, n));
+    } catch (const ParseError& e) {
+      EXPECT_GE(e.line, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace crossfire::harness

@@ -1,0 +1,114 @@
+// The generator: sizes, coverage of the op table, device assignment, termination on any byte string, speed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+
+#include "crossfire/harness/generate.hpp"
+#include "crossfire/harness/model.hpp"
+
+namespace crossfire::harness {
+namespace {
+
+GenConfig two_backends() {
+  GenConfig cfg;
+  cfg.devices = {Device::cpu(0), Device::cpu(1), Device::vulkan(0)};
+  return cfg;
+}
+
+TEST(Generator, ProgramsHaveOneToThirtyNodesAndEveryOpAppears) {
+  GenConfig cfg = two_backends();
+  std::set<std::string> ops;
+  int min_nodes = 100, max_nodes = 0, with_backward = 0, with_tracked = 0, max_rank = 0;
+  bool optional_absent = false, optional_present = false, list_of_many = false;
+  for (uint64_t seed = 0; seed < 1500; ++seed) {
+    PrngChoices c(seed);
+    Program p = generate_program(c, cfg);
+    min_nodes = std::min(min_nodes, p.num_nodes());
+    max_nodes = std::max(max_nodes, p.num_nodes());
+    with_backward += p.backward_of.has_value();
+    for (const Value& v : p.values) {
+      if (v.is_input()) {
+        with_tracked += v.input().tracked;
+        max_rank = std::max(max_rank, v.input().shape.rank());
+        continue;
+      }
+      const OpDef& op = op_def(v.node().op);
+      ops.insert(std::string(op.name));
+      for (int i = 0; i < op.num_params; ++i) {
+        if (op.params[size_t(i)].role == ParamRole::optional_tensor) {
+          optional_absent |= std::holds_alternative<AbsentArg>(v.node().args[size_t(i)]);
+          optional_present |= std::holds_alternative<ValueRef>(v.node().args[size_t(i)]);
+        }
+        if (auto* l = std::get_if<std::vector<ValueRef>>(&v.node().args[size_t(i)])) list_of_many |= l->size() >= 3;
+      }
+    }
+  }
+  EXPECT_EQ(min_nodes, 1);
+  EXPECT_EQ(max_nodes, 30);
+  EXPECT_EQ(ops.size(), size_t(kNumOps)) << "every op of the table is generated";
+  EXPECT_GT(with_backward, 100);
+  EXPECT_GT(with_tracked, 100);
+  EXPECT_EQ(max_rank, 4);
+  EXPECT_TRUE(optional_absent && optional_present && list_of_many);
+}
+
+TEST(Generator, MismatchesAppearAtEveryKindOfPosition) {
+  GenConfig cfg = two_backends();
+  bool first = false, later = false, list_elem = false, optional = false, same_backend = false, cross_backend = false;
+  for (uint64_t seed = 0; seed < 3000; ++seed) {
+    PrngChoices c(seed);
+    Program p = generate_program(c, cfg);
+    std::vector<NodePrediction> pred = predict(p);
+    for (const NodePrediction& np : pred) {
+      if (!np.mismatch) continue;
+      for (const DeviceOffender& o : np.mismatch->offenders) {
+        (o.wrong_backend ? cross_backend : same_backend) = true;
+        if (o.list_index > 0) list_elem = true;
+        if (o.param == "bias") optional = true;
+        if (o.param_index > 0) later = true;
+      }
+      // A target taken from a moved first argument blames all the others.
+      if (np.mismatch->target_from == "lhs" || np.mismatch->target_from == "tensors[0]") first = true;
+    }
+  }
+  EXPECT_TRUE(first && later && list_elem && optional && same_backend && cross_backend)
+      << first << later << list_elem << optional << same_backend << cross_backend;
+}
+
+TEST(Generator, AnyByteStringGivesAProgramWithoutLooping) {
+  GenConfig cfg = two_backends();
+  std::vector<uint8_t> bytes;
+  for (int n = 0; n < 300; ++n) {
+    ByteChoices c(bytes);
+    Program p = generate_program(c, cfg);
+    EXPECT_GE(p.num_nodes(), 1);
+    bytes.push_back(uint8_t(n * 37 + 11));
+  }
+  ByteChoices empty({});
+  EXPECT_EQ(generate_program(empty, cfg).num_nodes(), 1);
+}
+
+TEST(Generator, IsDeterministic) {
+  GenConfig cfg = two_backends();
+  PrngChoices a(42), b(42);
+  EXPECT_EQ(print_program(generate_program(a, cfg)), print_program(generate_program(b, cfg)));
+}
+
+TEST(Generator, TenNodeProgramsAreCheap) {
+  // The benchmark (harness/bench/generate_bench.cpp) measures this properly; here a loose floor catches a
+  // pathological slowdown even in debug or sanitizer builds.
+  GenConfig cfg;
+  cfg.min_nodes = cfg.max_nodes = 10;
+  auto t0 = std::chrono::steady_clock::now();
+  int n = 0;
+  for (; n < 2000; ++n) {
+    PrngChoices c{uint64_t(n)};
+    generate_program(c, cfg);
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(double(n) / s, 1000.0);
+}
+
+}  // namespace
+}  // namespace crossfire::harness

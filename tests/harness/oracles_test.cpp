@@ -1,0 +1,197 @@
+// Each oracle catches a planted fault. The faults are planted at run time in what the oracle observes
+// (CheckOptions::fault) or fed to the oracles' pure comparison functions, so the normal build proves detection
+// without a special build; the same programs pass with no fault planted.
+#include <gtest/gtest.h>
+
+#include "crossfire/harness/oracles.hpp"
+
+namespace crossfire::harness {
+namespace {
+
+InputDef f32_input(Shape s, Device d, std::vector<float> v, bool tracked = false) {
+  InputDef in;
+  in.dtype = DType::f32;
+  in.shape = s;
+  in.device = d;
+  in.tracked = tracked;
+  for (float f : v) in.f32_bits.push_back(f32_to_bits(f));
+  return in;
+}
+
+NodeDef node(std::string_view op, std::vector<NodeArg> args) {
+  NodeDef n;
+  n.op = OpId(find_op(op));
+  n.args = std::move(args);
+  return n;
+}
+
+CheckOptions only(OracleKind k, PlantedFault f = PlantedFault::none) {
+  CheckOptions o;
+  o.devices = {Device::cpu(0)};
+  o.enabled = {false, false, false, false};
+  o.enabled[size_t(k)] = true;
+  o.fault = f;
+  return o;
+}
+
+bool has_failure(const ProgramReport& r, OracleKind k, const std::string& what) {
+  for (const Failure& f : r.failures)
+    if (f.oracle == k && f.what.find(what) != std::string::npos) return true;
+  return false;
+}
+
+std::string failures(const ProgramReport& r) {
+  std::string s;
+  for (const Failure& f : r.failures) s += f.what + " | " + f.detail + "\n";
+  return s;
+}
+
+// cat([%0 on cpu:0, %1 on cpu:1, %0 moved to cpu:1]): two offenders, list elements 1 and 2.
+Program mismatched_cat() {
+  Program p;
+  p.values.push_back(Value{f32_input(Shape{2}, Device::cpu(0), {1, 2})});
+  p.values.push_back(Value{f32_input(Shape{3}, Device::cpu(1), {3, 4, 5})});
+  p.values.push_back(Value{node("cat", {std::vector<ValueRef>{{0, {}}, {1, {}}, {0, Device::cpu(1)}}, int64_t(0)})});
+  return p;
+}
+
+TEST(ContractOracle, PredictsTheExactMismatch) {
+  Program p = mismatched_cat();
+  std::vector<NodePrediction> pred = predict(p);
+  ASSERT_TRUE(pred[2].mismatch);
+  EXPECT_EQ(pred[2].mismatch->target, Device::cpu(0));
+  EXPECT_EQ(pred[2].mismatch->target_from, "tensors[0]");
+  ASSERT_EQ(pred[2].mismatch->offenders.size(), 2u);
+  EXPECT_EQ(pred[2].mismatch->offenders[0].param, "tensors[1]");
+  EXPECT_EQ(pred[2].mismatch->offenders[1].param, "tensors[2]");
+  EXPECT_FALSE(pred[2].mismatch->offenders[1].wrong_backend);
+  ProgramReport r = check_program(p, only(OracleKind::contract));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  EXPECT_EQ(r.counts[size_t(OracleKind::contract)].checked, 1u);
+}
+
+TEST(ContractOracle, CatchesAnIncompleteBlame) {
+  ProgramReport r = check_program(mismatched_cat(), only(OracleKind::contract, PlantedFault::drop_last_offender));
+  EXPECT_TRUE(has_failure(r, OracleKind::contract, "wrong DeviceMismatch")) << failures(r);
+}
+
+TEST(ContractOracle, CatchesAMissedMismatch) {
+  ProgramReport r = check_program(mismatched_cat(), only(OracleKind::contract, PlantedFault::swallow_mismatch));
+  EXPECT_TRUE(has_failure(r, OracleKind::contract, "missed DeviceMismatch")) << failures(r);
+}
+
+TEST(ContractOracle, CatchesFalsePositivesWrongFlagsAndSideEffects) {
+  NodePrediction ok;
+  ok.device = Device::cpu(0);
+  ObservedError spurious;
+  spurious.kind = ErrorKind::device_mismatch;
+  spurious.mismatch = PredictedMismatch{Device::cpu(0), "lhs", {{"rhs", 1, -1, Device::cpu(0), false}}};
+  EXPECT_NE(compare_contract(ok, NodeStatus::failed, &spurious).find("false DeviceMismatch"), std::string::npos);
+
+  NodePrediction mm;
+  mm.device = Device::cpu(0);
+  mm.mismatch = PredictedMismatch{Device::cpu(0), "lhs", {{"rhs", 1, -1, Device::vulkan(0), true}}};
+  ObservedError flag = spurious;
+  flag.mismatch = PredictedMismatch{Device::cpu(0), "lhs", {{"rhs", 1, -1, Device::vulkan(0), false}}};
+  EXPECT_NE(compare_contract(mm, NodeStatus::failed, &flag).find("wrong DeviceMismatch"), std::string::npos);
+  ObservedError from = flag;
+  from.mismatch = PredictedMismatch{Device::cpu(0), "rhs", mm.mismatch->offenders};
+  EXPECT_NE(compare_contract(mm, NodeStatus::failed, &from).find("wrong DeviceMismatch"), std::string::npos);
+  ObservedError exact = flag;
+  exact.mismatch = mm.mismatch;
+  EXPECT_EQ(compare_contract(mm, NodeStatus::failed, &exact), "");
+  EXPECT_NE(compare_contract(mm, NodeStatus::ok, nullptr).find("missed DeviceMismatch"), std::string::npos);
+}
+
+Program add_and_reshape() {
+  Program p;
+  p.values.push_back(Value{f32_input(Shape{2, 2}, Device::cpu(0), {1.5f, -2, 0.25f, 3})});
+  p.values.push_back(Value{f32_input(Shape{2}, Device::cpu(0), {0.5f, 1})});
+  p.values.push_back(Value{node("add", {ValueRef{0, {}}, ValueRef{1, {}}})});
+  p.values.push_back(Value{node("reshape", {ValueRef{2, {}}, std::vector<int64_t>{4}})});
+  return p;
+}
+
+TEST(AgreementOracle, PassesWithoutAFault) {
+  ProgramReport r = check_program(add_and_reshape(), only(OracleKind::agreement));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  if (r.counts[size_t(OracleKind::agreement)].checked == 0) GTEST_SKIP() << "no CPU kernels or reference yet";
+}
+
+TEST(AgreementOracle, CatchesAWrongFloatResult) {
+  ProgramReport r = check_program(add_and_reshape(), only(OracleKind::agreement, PlantedFault::perturb_float_output));
+  if (r.counts[size_t(OracleKind::agreement)].checked == 0) GTEST_SKIP() << "no CPU kernels or reference yet";
+  ASSERT_TRUE(has_failure(r, OracleKind::agreement, "disagrees with the f64 reference")) << failures(r);
+  EXPECT_EQ(r.failures[0].node, 2) << "the first disagreeing node is named";
+  EXPECT_EQ(r.failures[0].op, "add");
+  EXPECT_NE(r.failures[0].what.find("element 0"), std::string::npos);
+  EXPECT_NE(r.failures[0].what.find("cpu:0"), std::string::npos);
+  EXPECT_NE(r.failures[0].what.find("allowed error"), std::string::npos);
+}
+
+TEST(AgreementOracle, CatchesAWrongExactResult) {
+  ProgramReport r = check_program(add_and_reshape(), only(OracleKind::agreement, PlantedFault::flip_exact_output));
+  if (r.counts[size_t(OracleKind::agreement)].checked == 0) GTEST_SKIP() << "no CPU kernels or reference yet";
+  EXPECT_TRUE(has_failure(r, OracleKind::agreement, "disagrees")) << failures(r);
+  EXPECT_EQ(r.failures[0].op, "reshape");
+}
+
+TEST(AgreementOracle, ComparesAgainstTheBound) {
+  const OpDef& add = op_def(OpId(find_op("add")));
+  reference::RefResult exact{{DType::f32, Shape{2}, {1.0, 2.0}}, {1.0, 2.0}, {1, 1}};
+  reference::RefTensor good{DType::f32, Shape{2}, {1.0, 2.0}};
+  reference::RefTensor bad{DType::f32, Shape{2}, {1.0, 2.001}};
+  EXPECT_FALSE(compare_with_reference(add, good, exact));
+  auto m = compare_with_reference(add, bad, exact);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->index, 1);
+  reference::RefTensor shape{DType::f32, Shape{1, 2}, {1.0, 2.0}};
+  EXPECT_TRUE(compare_with_reference(add, shape, exact));
+}
+
+Program tracked_product() {
+  Program p;
+  p.values.push_back(Value{f32_input(Shape{3}, Device::cpu(0), {1.5f, -2, 0.75f}, true)});
+  p.values.push_back(Value{f32_input(Shape{3}, Device::cpu(0), {0.5f, 1.25f, -3})});
+  p.values.push_back(Value{node("mul", {ValueRef{0, {}}, ValueRef{1, {}}})});
+  p.values.push_back(Value{node("exp", {ValueRef{2, {}}})});
+  p.backward_of = 3;
+  return p;
+}
+
+TEST(GradientOracle, PassesWithoutAFaultAndCatchesAWrongGradient) {
+  CheckOptions o = only(OracleKind::gradients);
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  ProgramReport clean = check_program(tracked_product(), o);
+  if (clean.counts[size_t(OracleKind::gradients)].checked == 0) GTEST_SKIP() << "no backward or reference yet";
+  EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+  o.fault = PlantedFault::scale_gradient;
+  ProgramReport r = check_program(tracked_product(), o);
+  EXPECT_TRUE(has_failure(r, OracleKind::gradients, "finite differences")) << failures(r);
+}
+
+TEST(GradientOracle, SkipsNonSmoothPoints) {
+  // relu at exactly 0: finite differences see a kink, which is skipped, never reported.
+  Program p;
+  p.values.push_back(Value{f32_input(Shape{2}, Device::cpu(0), {0.0f, 1.0f}, true)});
+  p.values.push_back(Value{node("relu", {ValueRef{0, {}}})});
+  p.backward_of = 1;
+  ProgramReport r = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  if (r.counts[size_t(OracleKind::gradients)].checked == 0) GTEST_SKIP() << "no backward or reference yet";
+  EXPECT_GE(r.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
+}
+
+TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {
+  Program p = add_and_reshape();
+  p.values.push_back(Value{node("sum", {ValueRef{3, {}}, int64_t(0), false})});
+  p.values.push_back(Value{node("zeros", {std::vector<int64_t>{2}, DType::f32, Device::cpu(0)})});
+  ProgramReport clean = check_program(p, only(OracleKind::bad_input));
+  EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+  EXPECT_GE(clean.counts[size_t(OracleKind::bad_input)].checked, 3u);
+  ProgramReport r = check_program(p, only(OracleKind::bad_input, PlantedFault::accept_bad_input));
+  EXPECT_TRUE(has_failure(r, OracleKind::bad_input, "invalid call accepted")) << failures(r);
+}
+
+}  // namespace
+}  // namespace crossfire::harness
