@@ -229,10 +229,11 @@ constexpr OpDef unary(std::string_view n, DTypeSet d, BackwardRule bw, ErrorBoun
                       D dom = D::any) {
   return op(n, OpFamily::unary, rules::same_as_input, bw, b, doc, T("x", d, G::differentiable, dom));
 }
+// (The policy is explicit rather than derived from `bw != nullptr`: comparing a function's address with null is
+// not a constant expression for g++ under -fsanitize.)
 constexpr OpDef reduction(std::string_view n, DTypeSet d, OutputRule out, BackwardRule bw, ErrorBound b,
-                          std::string_view doc) {
-  return op(n, OpFamily::reduce, out, bw, b, doc, T("x", d, bw ? G::differentiable : G::constant), kAxisOpt,
-            kKeepdim);
+                          std::string_view doc, G policy = G::differentiable) {
+  return op(n, OpFamily::reduce, out, bw, b, doc, T("x", d, policy), kAxisOpt, kKeepdim);
 }
 }  // namespace op_table_detail
 
@@ -312,7 +313,8 @@ inline constexpr auto kOpTable = [] {
     reduction("max", kNumeric, rules::reduce, bw::max, kExact,
               "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's)."),
     reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
-              "i32 index of the first maximal element, or of the first NaN if any (over all elements: the flat index)."),
+              "i32 index of the first maximal element, or of the first NaN if any (over all elements: the flat index).",
+              G::constant),
 
     op("matmul", OpFamily::matmul, rules::matmul, bw::matmul, kReduction,
        "[..., m, k] x [..., k, n] -> [..., m, n]; both rank >= 2; batch dims broadcast.",
