@@ -261,7 +261,8 @@ void slice_kernel(const KernelCall& c) {
   v.rank = c.out.shape.rank();
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = int32_t(c.out.shape[i]);
-    v.stride[i] = int32_t(st[size_t(i)] * c.args[3].ints[size_t(i)]);
+    // A step may be huge when the axis keeps one element; its stride is then never used (and must not overflow).
+    v.stride[i] = c.out.shape[i] <= 1 ? 0 : int32_t(st[size_t(i)] * c.args[3].ints[size_t(i)]);
     v.offset += c.args[1].ints[size_t(i)] * st[size_t(i)];
   }
   gather_view(c, v);
