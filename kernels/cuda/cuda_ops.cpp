@@ -3,6 +3,7 @@
 // stream. Dispatch has already checked devices, dtypes, shapes and attributes and allocated the output, so nothing
 // here validates anything except what only the device can know (index_select's index values).
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -70,7 +71,12 @@ Broadcast broadcast_of(const Shape& o, std::initializer_list<const Shape*> input
 uint32_t bits_of(double v, DType dt) {
   switch (dt) {
     case DType::f32: {
-      float f = float(v);
+      // Round to nearest; beyond the largest finite f32 (and its rounding half-ulp) that is +-inf. C++ leaves an
+      // out-of-range double -> float conversion undefined, so that case never reaches the cast.
+      constexpr double kOverflow = 0x1.ffffffp127;  // FLT_MAX + half an ulp: rounds (ties to even) to inf
+      float f = v >= kOverflow ? std::numeric_limits<float>::infinity()
+                : v <= -kOverflow ? -std::numeric_limits<float>::infinity()
+                                  : float(v);
       uint32_t u;
       std::memcpy(&u, &f, 4);
       return u;

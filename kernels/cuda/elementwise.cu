@@ -17,14 +17,16 @@ namespace fn {
 __device__ __forceinline__ int32_t wrap(uint32_t v) { return int32_t(v); }
 
 // ---- unary ----
+// neg and abs only touch the sign bit, as the host's do: PTX leaves the NaN that neg.f32 / abs.f32 return
+// unspecified, and data movement of a NaN must keep its bits.
 struct Neg {
   static constexpr unsigned kTypes = kF32 | kI32;
-  __device__ float operator()(float x) const { return -x; }
+  __device__ float operator()(float x) const { return __int_as_float(__float_as_int(x) ^ int(0x80000000u)); }
   __device__ int32_t operator()(int32_t x) const { return wrap(0u - uint32_t(x)); }
 };
 struct Abs {
   static constexpr unsigned kTypes = kF32 | kI32;
-  __device__ float operator()(float x) const { return fabsf(x); }
+  __device__ float operator()(float x) const { return __int_as_float(__float_as_int(x) & 0x7fffffff); }
   __device__ int32_t operator()(int32_t x) const { return x < 0 ? wrap(0u - uint32_t(x)) : x; }
 };
 struct Exp {
