@@ -116,7 +116,14 @@ if [[ "${by_label:-0}" -lt "${by_name:-0}" ]]; then
   echo "note: -L cuda selects ${by_label:-0} tests but ${by_name} are named cuda.*: running -R '^cuda\\.'"
   select=(-R '^cuda\.')
 fi
-timeout 240 ctest --test-dir "$BUILD" "${select[@]}" --output-on-failure -j 12 --timeout 120 \
+# Each test is its own process with its own CUDA context; a GPU in an exclusive compute mode takes one at a time.
+jobs=12
+mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -n 1 || true)
+if [[ "$mode" == Exclusive* ]]; then
+  echo "note: compute mode $mode: running the tests one at a time"
+  jobs=1
+fi
+timeout 270 ctest --test-dir "$BUILD" "${select[@]}" --output-on-failure -j "$jobs" --timeout 120 \
   --output-junit "$LOGS/ctest-junit.xml" 2>&1 | tee "$LOGS/ctest.log"
 skipped=$(grep -c '(Skipped)' "$LOGS/ctest.log" || true)
 echo "skipped: $skipped (with a GPU, only cases that need a second CUDA device or another backend should skip)"
