@@ -6,10 +6,7 @@ target_link_libraries(test_cuda_backend PRIVATE crossfire GTest::gtest_main cros
 if(TARGET crossfire_backend_cuda)
   target_include_directories(test_cuda_backend PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda)  # CudaBackend
 endif()
-# One label only: CMake 3.25's gtest_discover_tests flattens a list-valued LABELS property ("backend;cuda" arrives
-# as LABELS=backend plus a bogus property `cuda`), so `ctest -L cuda` would find nothing.
-gtest_discover_tests(test_cuda_backend DISCOVERY_MODE PRE_TEST TEST_PREFIX "cuda." DISCOVERY_TIMEOUT 60
-                     PROPERTIES LABELS cuda TIMEOUT 300)
+crossfire_discover_labelled(test_cuda_backend cuda "backend;cuda" 300)
 
 # Prints every backend's availability (with its one-line reason) and every device: scripts/gpu-check.sh's device
 # list, and a quick look on any machine.

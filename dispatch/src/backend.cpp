@@ -74,6 +74,7 @@ class CompiledOutBackend final : public Backend {
 
 struct Registry {
   std::array<std::unique_ptr<Backend>, kNumBackendKinds> backends;
+  std::array<int, kNumBackendKinds> device_counts{};  // fixed once discovery ran: backend_for() reads this
 };
 }  // namespace
 
@@ -88,6 +89,7 @@ Registry& registry() {
     register_compiled_backends(reg->backends);
     for (BackendKind k : kAllBackendKinds)
       if (!reg->backends[size_t(k)]) reg->backends[size_t(k)] = std::make_unique<CompiledOutBackend>(k);
+    for (BackendKind k : kAllBackendKinds) reg->device_counts[size_t(k)] = reg->backends[size_t(k)]->device_count();
     return reg;
   }();
   return *r;
@@ -96,16 +98,22 @@ Registry& registry() {
 
 Backend& backend(BackendKind kind) { return *registry().backends[size_t(kind)]; }
 
-Backend& backend_for(Device device) {
-  Backend& b = backend(device.backend);
-  int n = b.device_count();
+namespace {
+[[gnu::cold, noreturn]] void throw_no_such_device(Device device, Backend& b, int n) {
   if (n == 0) throw BackendUnavailable(device.backend, b.unavailable_reason());
-  if (device.index >= n)
-    throw InvalidArgument("device", "",
+  throw InvalidArgument("device", "",
                           fmt::format("{} does not exist: the {} backend has {} device{} ({}:0..{}:{})", device.str(),
                                       backend_name(device.backend), n, n == 1 ? "" : "s",
                                       backend_name(device.backend), backend_name(device.backend), n - 1));
-  return b;
+}
+}  // namespace
+
+Backend& backend_for(Device device) {
+  Registry& r = registry();
+  const size_t k = size_t(device.backend);
+  if (k >= size_t(kNumBackendKinds) || device.index >= r.device_counts[k]) [[unlikely]]
+    throw_no_such_device(device, *r.backends[k % kNumBackendKinds], r.device_counts[k % kNumBackendKinds]);
+  return *r.backends[k];
 }
 
 std::vector<Device> available_devices() {

@@ -128,6 +128,37 @@ struct Checked {
   bool record = false;  // a differentiable input is tracked and grad mode is on
 };
 
+// The per-tensor part of steps 2-4, accumulated as flags so that one pass serves all three checks and the errors
+// can still be raised in the contract's order afterwards.
+struct TensorChecks {
+  uint16_t target;
+  bool device_ok = true, dtype_ok = true, forbidden_tracked = false, diff_tracked = false;
+  std::array<int8_t, 4> group_dtype{-1, -1, -1, -1};  // dtype groups 1..3 (0 means "no group")
+  int8_t list_dtype = -1;
+
+  inline void check(const OpDef& op, const TensorImpl* impl, int param, int list_index) {
+    if (impl == nullptr) [[unlikely]]
+      throw_undefined(op, param, list_index);
+    const ParamDef& p = op.params[size_t(param)];
+    const int8_t dt = int8_t(impl->dtype);
+    device_ok &= impl->device.packed() == target;
+    dtype_ok &= p.dtypes.contains(impl->dtype);
+    if (list_index >= 0) {
+      if (list_index == 0) list_dtype = dt;
+      dtype_ok &= list_dtype == dt;
+    }
+    if (p.same_dtype_group) {
+      int8_t& g = group_dtype[p.same_dtype_group & 3];
+      if (g < 0) g = dt;
+      dtype_ok &= g == dt;
+    }
+    if (impl->autograd != nullptr && impl->autograd->tracked()) {
+      forbidden_tracked |= p.grad == GradPolicy::forbidden;
+      diff_tracked |= p.grad == GradPolicy::differentiable;
+    }
+  }
+};
+
 // Steps 1-4 of contract section 4. Returns the target; raises the first error in the contract's order.
 inline Checked check_arguments(const OpDef& op, const ArgPack& args) {
   // The argument pack must match the signature (cheap; the typed API always builds it right).
@@ -138,79 +169,57 @@ inline Checked check_arguments(const OpDef& op, const ArgPack& args) {
       throw_structure_error(op, args);
 
   Checked out;
-  // 1. The target: the first present tensor argument, or the explicit device of a creation op.
-  bool found = false;
-  bool has_tensor_params = false;
-  for (int i = 0; i < op.num_params && !found; ++i) {
-    const Arg& a = args[i];
-    switch (a.role) {
-      case ParamRole::tensor:
-        has_tensor_params = true;
+  TensorChecks tc;
+  if (op.plain_tensors) {
+    // Fast path (most ops): every tensor parameter is a plain tensor, so the first one is the target.
+    const int first = op.tensor_params[0];
+    const TensorImpl* t0 = args[first].tensor->impl();
+    if (t0 == nullptr) [[unlikely]]
+      throw_undefined(op, first, -1);
+    out.target = {t0->device, first, -1};
+    tc.target = t0->device.packed();
+    for (int k = 0; k < op.num_tensor_params; ++k) {
+      const int param = op.tensor_params[size_t(k)];
+      tc.check(op, args[param].tensor->impl(), param, -1);
+    }
+  } else {
+    // 1. The target: the first present tensor argument, or the explicit device of a creation op.
+    bool found = false;
+    for (int k = 0; k < op.num_tensor_params && !found; ++k) {
+      const int i = op.tensor_params[size_t(k)];
+      const Arg& a = args[i];
+      if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
         if (!a.tensor->defined()) [[unlikely]]
           throw_undefined(op, i, -1);
         out.target = {a.tensor->device(), i, -1};
         found = true;
-        break;
-      case ParamRole::optional_tensor:
-        has_tensor_params = true;
-        if (a.present) out.target = {a.tensor->device(), i, -1}, found = true;
-        break;
-      case ParamRole::tensor_list:
-        has_tensor_params = true;
-        if (!a.list.empty()) {
-          if (!a.list[0].defined()) [[unlikely]]
-            throw_undefined(op, i, 0);
-          out.target = {a.list[0].device(), i, 0};
-          found = true;
-        }
-        break;
-      default: break;
-    }
-  }
-  if (!found) {
-    if (has_tensor_params || op.has_tensor_params()) throw NoTensorInput(std::string(op.name));
-    for (int i = 0; i < op.num_params; ++i)
-      if (args[i].role == ParamRole::device_attr) {
-        out.target = {args[i].device, i, -1};
-        break;
+      } else if (a.role == ParamRole::tensor_list && !a.list.empty()) {
+        if (!a.list[0].defined()) [[unlikely]]
+          throw_undefined(op, i, 0);
+        out.target = {a.list[0].device(), i, 0};
+        found = true;
       }
-    return out;  // creation ops: nothing else to check here
+    }
+    if (!found) {
+      if (op.has_tensor_params()) throw NoTensorInput(std::string(op.name));
+      for (int i = 0; i < op.num_params; ++i)
+        if (args[i].role == ParamRole::device_attr) {
+          out.target = {args[i].device, i, -1};
+          break;
+        }
+      return out;  // creation ops: nothing else to check here
+    }
+    // 2-4 in one pass over every present tensor, list elements included.
+    tc.target = out.target.device.packed();
+    for_each_tensor(op, args, [&](const Tensor& t, int param, int li) { tc.check(op, t.impl(), param, li); });
   }
-
-  // 2-4 in one pass over the tensors; each failure is re-derived in full by a cold function.
-  const uint16_t target = out.target.device.packed();
-  bool device_ok = true, dtype_ok = true, forbidden_tracked = false, diff_tracked = false;
-  std::array<int8_t, 8> group_dtype;
-  group_dtype.fill(-1);
-  int8_t list_dtype = -1;
-  for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
-    const TensorImpl* impl = t.impl();
-    if (impl == nullptr) [[unlikely]]
-      throw_undefined(op, param, li);
-    const ParamDef& p = op.params[size_t(param)];
-    device_ok &= impl->device.packed() == target;
-    dtype_ok &= p.dtypes.contains(impl->dtype);
-    if (li >= 0) {
-      if (li == 0) list_dtype = int8_t(impl->dtype);
-      dtype_ok &= list_dtype == int8_t(impl->dtype);
-    }
-    if (p.same_dtype_group) {
-      int8_t& g = group_dtype[p.same_dtype_group];
-      if (g < 0) g = int8_t(impl->dtype);
-      dtype_ok &= g == int8_t(impl->dtype);
-    }
-    if (impl->autograd && impl->autograd->tracked()) {
-      forbidden_tracked |= p.grad == GradPolicy::forbidden;
-      diff_tracked |= p.grad == GradPolicy::differentiable;
-    }
-  });
-  if (!device_ok) [[unlikely]]
+  if (!tc.device_ok) [[unlikely]]
     throw_device_mismatch(op, args, out.target);
-  if (!dtype_ok) [[unlikely]]
+  if (!tc.dtype_ok) [[unlikely]]
     throw_dtype_mismatch(op, args);
-  if (forbidden_tracked) [[unlikely]]
+  if (tc.forbidden_tracked) [[unlikely]]
     throw_tracked_forbidden(op, args);
-  out.record = diff_tracked && t_grad_enabled && op.backward != nullptr;
+  out.record = tc.diff_tracked && t_grad_enabled && op.backward != nullptr;
   return out;
 }
 

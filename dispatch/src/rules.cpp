@@ -121,11 +121,15 @@ OutputSpec same_as_input(const CallView& c) {
 }
 
 OutputSpec broadcast(const CallView& c) {
-  return {c.tensor(0).dtype(), broadcast_shapes(c, c.tensor(0).shape(), c.tensor(1).shape(), 1), c.target};
+  const Shape &a = c.tensor(0).shape(), &b = c.tensor(1).shape();
+  if (a == b) return {c.tensor(0).dtype(), a, c.target};  // the common case needs no broadcasting
+  return {c.tensor(0).dtype(), broadcast_shapes(c, a, b, 1), c.target};
 }
 
 OutputSpec broadcast_bool(const CallView& c) {
-  return {DType::boolean, broadcast_shapes(c, c.tensor(0).shape(), c.tensor(1).shape(), 1), c.target};
+  const Shape &a = c.tensor(0).shape(), &b = c.tensor(1).shape();
+  if (a == b) return {DType::boolean, a, c.target};
+  return {DType::boolean, broadcast_shapes(c, a, b, 1), c.target};
 }
 
 OutputSpec where(const CallView& c) {

@@ -115,12 +115,14 @@ struct OpDef {
   ErrorBound bound;
   std::string_view doc;
 
+  // Derived from `params` when the table is built (see op() below), for the validation fast path: the indices of
+  // the tensor parameters in signature order, and whether they are all plain `tensor`s (no list, no optional).
+  std::array<uint8_t, kMaxParams> tensor_params{};
+  int num_tensor_params = 0;
+  bool plain_tensors = false;
+
   constexpr std::span<const ParamDef> signature() const { return {params.data(), size_t(num_params)}; }
-  constexpr bool has_tensor_params() const {
-    for (int i = 0; i < num_params; ++i)
-      if (is_tensor_role(params[size_t(i)].role)) return true;
-    return false;
-  }
+  constexpr bool has_tensor_params() const { return num_tensor_params > 0; }
   constexpr int param_index(std::string_view n) const {
     for (int i = 0; i < num_params; ++i)
       if (params[size_t(i)].name == n) return i;
@@ -201,6 +203,15 @@ template <class... P>
 constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, BackwardRule bw, ErrorBound bound,
                    std::string_view doc, P... ps) {
   OpDef d{name, fam, {ps...}, int(sizeof...(P)), out, bw, bound, doc};
+  d.plain_tensors = true;
+  for (int i = 0; i < d.num_params; ++i) {
+    ParamRole r = d.params[size_t(i)].role;
+    if (d.params[size_t(i)].same_dtype_group > 3) throw "op_table: dtype groups are 1..3 (see TensorChecks)";
+    if (!is_tensor_role(r)) continue;
+    d.tensor_params[size_t(d.num_tensor_params++)] = uint8_t(i);
+    d.plain_tensors &= r == ParamRole::tensor;
+  }
+  d.plain_tensors &= d.num_tensor_params > 0;
   return d;
 }
 constexpr ErrorBound kExact{0, 0, true};
