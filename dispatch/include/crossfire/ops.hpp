@@ -13,7 +13,7 @@ namespace crossfire {
 
 namespace detail {
 template <size_t N>
-Tensor call_op(OpId id, const std::array<Arg, N>& a) {
+inline Tensor call_op(OpId id, const std::array<Arg, N>& a) {
   ArgPack p;
   for (size_t i = 0; i < N; ++i) p.push(a[i]);
   return call(id, p);
