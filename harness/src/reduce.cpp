@@ -131,9 +131,21 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
     int n2 = node;
     if (changed && still_fails(c, &n2)) best = c, node = n2;
   }
+  // Inputs that feed a parameter with a value domain (log's x, div's rhs, index_select's index) keep their values:
+  // simplifying them could leave the domain and turn the failure into a different, invalid program.
+  std::vector<bool> domain_bound(best.values.size(), false);
+  for (const Value& val : best.values) {
+    if (val.is_input()) continue;
+    NodeDef n = val.node();
+    const OpDef& op = op_def(n.op);
+    for (int i = 0; i < op.num_params; ++i) {
+      if (op.params[size_t(i)].domain == Domain::any) continue;
+      if (auto* r = std::get_if<ValueRef>(&n.args[size_t(i)])) domain_bound[size_t(r->id)] = true;
+    }
+  }
   // 4. Untrack inputs; 5. simplify values (small integers, then zeros).
   for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
-    if (!best.values[v].is_input()) continue;
+    if (!best.values[v].is_input() || domain_bound[v]) continue;
     if (best.values[v].input().tracked && target.oracle != OracleKind::gradients) {
       Program c = best;
       c.values[v].input().tracked = false;
@@ -157,7 +169,7 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
   }
   // 6. Zero what does not matter, in halving chunks (delta debugging), so the values that matter stand out.
   for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
-    if (!best.values[v].is_input()) continue;
+    if (!best.values[v].is_input() || domain_bound[v]) continue;
     const int64_t n = best.values[v].input().shape.numel();
     for (int64_t chunk = std::max<int64_t>(1, n / 2); chunk >= 1 && checks < max_checks; chunk /= 2) {
       for (int64_t start = 0; start < n && checks < max_checks; start += chunk) {
