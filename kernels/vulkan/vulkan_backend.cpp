@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -263,6 +266,37 @@ Context::Context(VulkanBackend& b, int index, VkPhysicalDevice phys)
         *this, uint32_t(staging_type), true,
         mem_props.memoryHeaps[mem_props.memoryTypes[staging_type].heapIndex].size);
 
+  // The on-disk pipeline cache (see kPipelineCacheEnv); any failure just means no cache.
+  {
+    std::string dir;
+    const char* env = std::getenv(kPipelineCacheEnv);
+    if (env && *env) dir = std::strcmp(env, "0") == 0 ? "" : env;
+    else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fmt::format("{}/crossfire", x);
+    else if (const char* h = std::getenv("HOME"); h && *h) dir = fmt::format("{}/.cache/crossfire", h);
+    std::vector<char> initial;
+    if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      std::string uuid;
+      for (uint8_t b : props.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
+      pipeline_cache_path_ = fmt::format("{}/vulkan-{:04x}-{:04x}-{}.bin", dir, props.vendorID, props.deviceID, uuid);
+      if (FILE* f = std::fopen(pipeline_cache_path_.c_str(), "rb")) {
+        char buf[65536];
+        size_t got;
+        while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) initial.insert(initial.end(), buf, buf + got);
+        std::fclose(f);
+      }
+    }
+    auto pc = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
+    pc.initialDataSize = initial.size();
+    pc.pInitialData = initial.empty() ? nullptr : initial.data();
+    if (vk.vkCreatePipelineCache(dev, &pc, nullptr, &pipeline_cache_) != VK_SUCCESS) {
+      pc.initialDataSize = 0;  // a stale or corrupt file: start empty
+      pc.pInitialData = nullptr;
+      if (vk.vkCreatePipelineCache(dev, &pc, nullptr, &pipeline_cache_) != VK_SUCCESS) pipeline_cache_ = VK_NULL_HANDLE;
+    }
+  }
+
   auto ci = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = queue_family;
@@ -301,6 +335,7 @@ Context::~Context() {
   for (auto& b : spare_) drop(b);
   for (auto& [k, p] : pipelines_) vk.vkDestroyPipeline(dev, p, nullptr);
   for (auto& [k, m] : modules_) vk.vkDestroyShaderModule(dev, m, nullptr);
+  if (pipeline_cache_) vk.vkDestroyPipelineCache(dev, pipeline_cache_, nullptr);
   pool_.reset();
   staging_pool_.reset();
   vk.vkDestroyPipelineLayout(dev, pipeline_layout_, nullptr);
@@ -444,10 +479,27 @@ VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> s
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = pipeline_layout_;
   VkPipeline p;
-  VkResult r = vk.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p);
+  VkResult r = vk.vkCreateComputePipelines(dev, pipeline_cache_, 1, &ci, nullptr, &p);
   if (r != VK_SUCCESS) fail(op, fmt::format("vkCreateComputePipelines for shader `{}`", module), r);
   pipelines_.emplace(key, p);
+  save_pipeline_cache();
   return p;
+}
+
+void Context::save_pipeline_cache() {
+  if (!pipeline_cache_ || pipeline_cache_path_.empty()) return;
+  size_t n = 0;
+  if (vk.vkGetPipelineCacheData(dev, pipeline_cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<char> data(n);
+  if (vk.vkGetPipelineCacheData(dev, pipeline_cache_, &n, data.data()) != VK_SUCCESS) return;
+  // Write-then-rename, so concurrent test processes never see a torn file.
+  std::string tmp = fmt::format("{}.{}.tmp", pipeline_cache_path_, ::getpid());
+  if (FILE* f = std::fopen(tmp.c_str(), "wb")) {
+    bool ok = std::fwrite(data.data(), 1, n, f) == n;
+    ok &= std::fclose(f) == 0;
+    if (ok) std::rename(tmp.c_str(), pipeline_cache_path_.c_str());
+    else std::remove(tmp.c_str());
+  }
 }
 
 // ---- batches ----------------------------------------------------------------------------------------------------------
@@ -676,7 +728,9 @@ void report_validation_at_exit() {
 }
 }  // namespace
 
-VulkanBackend::VulkanBackend() {
+VulkanBackend::VulkanBackend() { register_kernels(*this); }
+
+void VulkanBackend::discover() {
   std::string why;
   if (!vk.open(&why)) {
     reason_ = why;
@@ -777,7 +831,6 @@ VulkanBackend::VulkanBackend() {
                           : fmt::format("no Vulkan 1.1 device found ({})", fmt::join(skipped, "; "));
     return;
   }
-  register_kernels(*this);
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -787,11 +840,13 @@ VulkanBackend::~VulkanBackend() {
 }
 
 DeviceInfo VulkanBackend::device_info(int index) const {
+  init();
   if (index < 0 || index >= int(infos_.size())) return {};
   return infos_[size_t(index)];
 }
 
 Context& VulkanBackend::context(int index) {
+  init();
   std::lock_guard l(contexts_mu_);
   auto& c = contexts_.at(size_t(index));
   if (!c) c = std::make_unique<Context>(*this, index, physical_[size_t(index)]);

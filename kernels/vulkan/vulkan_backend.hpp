@@ -37,6 +37,11 @@ inline constexpr const char* kStagingEnv = "CROSSFIRE_VULKAN_STAGING";
 // CROSSFIRE_VULKAN_MEMORY_LIMIT=<bytes> caps each device's pool (default: the device-local heap's size).
 inline constexpr const char* kMemoryLimitEnv = "CROSSFIRE_VULKAN_MEMORY_LIMIT";
 
+// CROSSFIRE_VULKAN_PIPELINE_CACHE=<dir> keeps compiled pipelines across processes (default: $XDG_CACHE_HOME or
+// ~/.cache, under crossfire/; "0" turns it off). Each test is its own process, and compiling a pipeline costs a
+// software driver tens of milliseconds.
+inline constexpr const char* kPipelineCacheEnv = "CROSSFIRE_VULKAN_PIPELINE_CACHE";
+
 inline constexpr uint32_t kBatchDispatches = 64;   // commands recorded before a batch is submitted
 inline constexpr uint32_t kMaxInFlight = 8;        // submitted batches before the oldest is waited for
 inline constexpr VkDeviceSize kChunkAlign = 256;   // >= every device's minStorageBufferOffsetAlignment
@@ -170,6 +175,9 @@ class Context {
   void barrier_if_needed(Batch& b, std::span<Allocation* const> bufs);
   void use(Allocation& a, bool write);
 
+  void save_pipeline_cache();
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  std::string pipeline_cache_path_;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
@@ -194,8 +202,14 @@ class VulkanBackend final : public Backend {
   VulkanBackend();
   ~VulkanBackend() override;
   BackendKind kind() const override { return BackendKind::vulkan; }
-  std::string unavailable_reason() const override { return reason_; }
-  int device_count() const override { return int(physical_.size()); }
+  std::string unavailable_reason() const override {
+    init();
+    return reason_;
+  }
+  int device_count() const override {
+    init();
+    return int(physical_.size());
+  }
   DeviceInfo device_info(int index) const override;
   TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) override;
   void release(TensorImpl* t) override;
@@ -206,7 +220,10 @@ class VulkanBackend final : public Backend {
 
   // Vulkan-specific, for tests and benchmarks.
   Context& context(int index);
-  bool validation_enabled() const { return validation_; }
+  bool validation_enabled() const {
+    init();
+    return validation_;
+  }
   uint64_t validation_messages() const { return validation_count_.load(); }
   std::vector<std::string> validation_log() const;
   PoolStats pool_stats(int index);
@@ -217,6 +234,11 @@ class VulkanBackend final : public Backend {
   VkInstance instance = VK_NULL_HANDLE;
 
  private:
+  // Note [Vulkan discovery is lazy]: loading the loader and every ICD it lists costs ~100-200 ms, so it happens on
+  // the first question about Vulkan, not when the backend registry is built (CPU-only processes never pay it).
+  void init() const { std::call_once(init_once_, [this] { const_cast<VulkanBackend*>(this)->discover(); }); }
+  void discover();
+  mutable std::once_flag init_once_;
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT types,
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* self);

@@ -72,7 +72,10 @@ namespace crossfire::vulkan {
   X(vkDestroyFence)                    \
   X(vkResetFences)                     \
   X(vkWaitForFences)                   \
-  X(vkGetFenceStatus)
+  X(vkGetFenceStatus)                  \
+  X(vkCreatePipelineCache)             \
+  X(vkDestroyPipelineCache)            \
+  X(vkGetPipelineCacheData)
 
 #define CROSSFIRE_VK_DECLARE(name) PFN_##name name = nullptr;
 
