@@ -52,7 +52,13 @@ struct Sigmoid {
 };
 struct Relu {
   static constexpr unsigned kTypes = kF32;
-  __device__ float operator()(float x) const { return x > 0.0f ? x : (is_nan(x) ? x : 0.0f); }
+  // Selected on the bits: written as a float select, nvcc turns it into max.NaN.f32, which returns the canonical
+  // NaN 0x7fffffff instead of x's own NaN (seen on an H200), and the CPU backend keeps x's bits.
+  __device__ float operator()(float x) const {
+    const unsigned u = __float_as_uint(x);
+    const bool keep = x > 0.0f || (u & 0x7fffffffu) > 0x7f800000u;
+    return __uint_as_float(keep ? u : 0u);
+  }
 };
 struct LogicalNot {
   static constexpr unsigned kTypes = kBool;
