@@ -74,7 +74,9 @@ class CompiledOutBackend final : public Backend {
 
 struct Registry {
   std::array<std::unique_ptr<Backend>, kNumBackendKinds> backends;
-  std::array<int, kNumBackendKinds> device_counts{};  // fixed once discovery ran: backend_for() reads this
+  // Each backend's device count, read once (discovery may be lazy and slow: a CPU-only process never pays for
+  // Vulkan's); -1 until then. backend_for() reads this instead of a virtual call.
+  std::array<std::atomic<int>, kNumBackendKinds> device_counts{-1, -1, -1};
 };
 }  // namespace
 
@@ -89,7 +91,6 @@ Registry& registry() {
     register_compiled_backends(reg->backends);
     for (BackendKind k : kAllBackendKinds)
       if (!reg->backends[size_t(k)]) reg->backends[size_t(k)] = std::make_unique<CompiledOutBackend>(k);
-    for (BackendKind k : kAllBackendKinds) reg->device_counts[size_t(k)] = reg->backends[size_t(k)]->device_count();
     return reg;
   }();
   return *r;
@@ -110,9 +111,14 @@ namespace {
 
 Backend& backend_for(Device device) {
   Registry& r = registry();
-  const size_t k = size_t(device.backend);
-  if (k >= size_t(kNumBackendKinds) || device.index >= r.device_counts[k]) [[unlikely]]
-    throw_no_such_device(device, *r.backends[k % kNumBackendKinds], r.device_counts[k % kNumBackendKinds]);
+  const size_t k = size_t(device.backend) % kNumBackendKinds;
+  int n = r.device_counts[k].load(std::memory_order_relaxed);
+  if (n < 0) [[unlikely]] {
+    n = r.backends[k]->device_count();
+    r.device_counts[k].store(n, std::memory_order_relaxed);
+  }
+  if (device.index >= n) [[unlikely]]
+    throw_no_such_device(device, *r.backends[k], n);
   return *r.backends[k];
 }
 
