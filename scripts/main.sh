@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine: installs what is missing, builds the `crossfire` command and runs a
-# campaign on every available backend (the CPU's logical devices and, where present, Vulkan (lavapipe on machines
-# without a GPU) and CUDA). Reports land in out/campaign/ (report.html, report.json, junit.xml, reduced failures).
+# campaign on every available backend (the CPU's logical devices and, where present, Vulkan (Mesa's lavapipe on
+# machines without a GPU) and CUDA). Reports land in out/campaign/ (report.html, report.json, junit.xml and every
+# failure, reduced, as a program file that `crossfire replay` reproduces). Exit status 0 exactly when nothing failed.
 #
-#   scripts/main.sh                      # a 60-second campaign
+#   scripts/main.sh                                            # a 60-second campaign
 #   scripts/main.sh --seconds 600 --seed 7 --out out/nightly   # any `crossfire run` options
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,12 +12,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build_dir=${BUILD_DIR:-build/release}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSFIRE_TESTS=OFF -DCROSSFIRE_BENCHMARKS=OFF
-if cmake --build "$build_dir" -j "$(nproc)" --target crossfire 2>/dev/null; then
-  "$build_dir"/harness/crossfire backends
-  if [[ $# -eq 0 ]]; then set -- --seconds 60 --out out/campaign; fi
-  exec "$build_dir"/harness/crossfire run "$@"
-else
-  # Before the harness lands: the dispatch core on every device, including a deliberate mismatch.
-  cmake --build "$build_dir" -j "$(nproc)" --target crossfire_demo
-  exec "$build_dir"/examples/crossfire_demo
-fi
+cmake --build "$build_dir" -j "$(nproc)" --target crossfire_cli
+"$build_dir"/harness/crossfire backends
+if [[ $# -eq 0 ]]; then set -- --seconds 60 --out out/campaign; fi
+exec "$build_dir"/harness/crossfire run "$@"
