@@ -20,13 +20,27 @@ Context& ctx(const KernelCall& c) { return static_cast<VulkanBackend*>(c.out.own
 Allocation* A(const TensorImpl& t) { return &alloc_of(t); }
 Allocation* A(const Tensor& t) { return &alloc_of(*t.impl()); }
 
-uint32_t groups(uint64_t items, uint32_t local) {
-  return uint32_t(std::clamp<uint64_t>((items + local - 1) / local, 1, 65535));
+// Workgroups for `items` invocations of `local` each, spread over x and y (Note [No grid-stride loops]).
+struct Grid {
+  uint32_t x, y;
+};
+Grid grid_for(uint64_t workgroups) {
+  const uint64_t x = std::clamp<uint64_t>(workgroups, 1, 65535);
+  return {uint32_t(x), uint32_t((std::max<uint64_t>(workgroups, 1) + x - 1) / x)};
+}
+Grid groups(uint64_t items, uint32_t local) { return grid_for((items + local - 1) / local); }
+
+void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
+         std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, Grid g) {
+  Context& c = ctx(call);
+  std::lock_guard l(c.mu);
+  VkPipeline p = c.pipeline(module, std::span<const int32_t>(spec.begin(), spec.size()), call.op.name);
+  c.dispatch(p, std::span<Allocation* const>(bufs.begin(), bufs.size()), push, push_size, g.x, g.y, 1, call.op.name);
 }
 
 void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
-         std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, uint32_t gx, uint32_t gy = 1,
-         uint32_t gz = 1) {
+         std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, uint32_t gx, uint32_t gy,
+         uint32_t gz) {
   Context& c = ctx(call);
   std::lock_guard l(c.mu);
   VkPipeline p = c.pipeline(module, std::span<const int32_t>(spec.begin(), spec.size()), call.op.name);
@@ -233,7 +247,7 @@ void reduce_kernel(const KernelCall& call) {
     uint32_t n_out, r, inner;
   } p{uint32_t(n_out), uint32_t(a.r), uint32_t(a.inner)};
   run(call, "reduce", {kCodes[call.id], int32_t(x.dtype), int32_t(group)}, {A(out), A(x)}, &p, sizeof p,
-      group ? uint32_t(std::min<uint64_t>(n_out, 65535)) : groups(n_out, 256));
+      group ? grid_for(n_out) : groups(n_out, 256));
 }
 
 void softmax_kernel(const KernelCall& call) {
@@ -263,7 +277,7 @@ void matmul_kernel(const KernelCall& call) {
   Strided<2> st;
   st.build(ob, {broadcast_strides(lb, ob), broadcast_strides(rb, ob)});
   struct {
-    uint32_t m, n, k, batch, brank, bshape[4], sa[4], sb[4];
+    uint32_t m, n, k, batch, brank, bshape[4], sa[4], sb[4], base_x, base_y, base_z;
   } p{};
   p.m = uint32_t(m);
   p.n = uint32_t(n);
@@ -275,8 +289,17 @@ void matmul_kernel(const KernelCall& call) {
     p.sa[d] = st.stride[0][size_t(d)];
     p.sb[d] = st.stride[1][size_t(d)];
   }
-  run(call, "matmul", {}, {A(out), A(l), A(r)}, &p, sizeof p, uint32_t(std::min<int64_t>((n + 63) / 64, 65535)),
-      uint32_t(std::min<int64_t>((m + 63) / 64, 65535)), uint32_t(std::min<uint64_t>(p.batch, 65535)));
+  // One workgroup per 64x64 tile per batch entry; grids beyond 65535 in any dimension are split into dispatches.
+  const int64_t tn = (n + 63) / 64, tm = (m + 63) / 64, nb = int64_t(p.batch);
+  for (int64_t z = 0; z < nb; z += 65535)
+    for (int64_t y = 0; y < tm; y += 65535)
+      for (int64_t x = 0; x < tn; x += 65535) {
+        p.base_x = uint32_t(x);
+        p.base_y = uint32_t(y);
+        p.base_z = uint32_t(z);
+        run(call, "matmul", {}, {A(out), A(l), A(r)}, &p, sizeof p, uint32_t(std::min<int64_t>(tn - x, 65535)),
+            uint32_t(std::min<int64_t>(tm - y, 65535)), uint32_t(std::min<int64_t>(nb - z, 65535)));
+      }
 }
 
 // ---- layout ----------------------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ layout(push_constant) uniform Params {
 
 void main() {
   double start = packDouble2x32(p.start), step = packDouble2x32(p.step);
-  for (uint i = grid_index(); i < p.n; i += grid_size()) {
+  uint i = flat_index();
+  if (i < p.n) {
     precise double prod = double(i) * step;
     precise double v = start + prod;
     if (DT == CF_F32) {

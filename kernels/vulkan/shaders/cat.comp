@@ -22,13 +22,15 @@ layout(push_constant) uniform Params {
 void main() {
   if (DT != CF_BOOL) {
     uint slab = p.d * p.inner;
-    for (uint i = grid_index(); i < p.n; i += grid_size()) {
+    uint i = flat_index();
+    if (i < p.n) {
       uint outer = i / slab, rest = i % slab;
       o_[(outer * p.total + p.off) * p.inner + rest] = a_[i];
     }
     return;
   }
-  for (uint w = p.word_begin + grid_index(); w < p.word_end; w += grid_size()) {
+  uint w = p.word_begin + flat_index();
+  if (w < p.word_end) {
     uint v = o_[w];
     for (uint e = 0u; e < 4u; ++e) {
       uint i = w * 4u + e;

@@ -13,7 +13,8 @@ layout(push_constant) uniform Params {
 
 void main() {
   uint L = p.HO * p.WO;
-  for (uint i = grid_index(); i < p.total; i += grid_size()) {
+  uint i = flat_index();
+  if (i < p.total) {
     if (!FOLD) {
       uint l = i % L, row = (i / L) % (p.C * p.KH * p.KW), n = i / (L * p.C * p.KH * p.KW);
       uint kj = row % p.KW, ki = (row / p.KW) % p.KH, c = row / (p.KW * p.KH);

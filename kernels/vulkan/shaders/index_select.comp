@@ -23,7 +23,8 @@ uint element(uint i) {
 void main() {
   if (DT == CF_BOOL) {
     uint words = (p.n + 3u) / 4u;
-    for (uint w = grid_index(); w < words; w += grid_size()) {
+    uint w = flat_index();
+    if (w < words) {
       uint v = 0u;
       for (uint e = 0u; e < 4u; ++e) {
         uint i = w * 4u + e;
@@ -32,6 +33,7 @@ void main() {
       o_[w] = v;
     }
   } else {
-    for (uint i = grid_index(); i < p.n; i += grid_size()) o_[i] = element(i);
+    uint i = flat_index();
+    if (i < p.n) o_[i] = element(i);
   }
 }

@@ -13,6 +13,7 @@ layout(push_constant) uniform Params {
   uint bshape[4];
   uint sa[4];  // lhs batch strides, in matrices
   uint sb[4];
+  uint base_x, base_y, base_z;  // tile / batch offsets of this dispatch (grids beyond 65535 are split by the host)
 } p;
 
 const uint TM = 64u, TN = 64u, TK = 16u;
@@ -22,8 +23,8 @@ shared float sb_[TK][TN];
 void main() {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint lid = ty * 16u + tx;
-  uint tiles_m = (p.m + TM - 1u) / TM, tiles_n = (p.n + TN - 1u) / TN;
-  for (uint b = gl_WorkGroupID.z; b < p.batch; b += gl_NumWorkGroups.z) {
+  uint b = p.base_z + gl_WorkGroupID.z;
+  {
     uint ba = 0u, bb = 0u, rem = b;
     for (int d = int(p.brank) - 1; d >= 0; --d) {
       uint c = rem % p.bshape[d];
@@ -32,8 +33,10 @@ void main() {
       bb += c * p.sb[d];
     }
     uint abase = ba * p.m * p.k, bbase = bb * p.k * p.n, obase = b * p.m * p.n;
-    for (uint tm = gl_WorkGroupID.y; tm < tiles_m; tm += gl_NumWorkGroups.y) {
-      for (uint tn = gl_WorkGroupID.x; tn < tiles_n; tn += gl_NumWorkGroups.x) {
+    uint tm = p.base_y + gl_WorkGroupID.y;
+    {
+      uint tn = p.base_x + gl_WorkGroupID.x;
+      {
         uint row0 = tm * TM, col0 = tn * TN;
         float acc[4][4];
         for (uint i = 0u; i < 4u; ++i)

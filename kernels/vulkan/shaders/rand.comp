@@ -47,7 +47,8 @@ vec2 normal_pair(uint w1, uint w2) {
 
 void main() {
   uint blocks = (p.n + 3u) / 4u;
-  for (uint b = grid_index(); b < blocks; b += grid_size()) {
+  uint b = flat_index();
+  if (b < blocks) {
     uvec4 w = philox(b);
     uint v[4];
     if (!NORMAL) {

@@ -67,7 +67,8 @@ shared uint s_i[256];
 
 void main() {
   if (!GROUP) {
-    for (uint o = grid_index(); o < p.n_out; o += grid_size()) {
+    uint o = flat_index();
+    if (o < p.n_out) {
       uint base = (o / p.inner) * p.r * p.inner + o % p.inner;
       Acc a = acc_init();
       for (uint k = 0u; k < p.r; ++k) a = combine(a, leaf(a_[base + k * p.inner], k));
@@ -76,7 +77,8 @@ void main() {
     return;
   }
   uint t = gl_LocalInvocationID.x;
-  for (uint o = gl_WorkGroupID.x; o < p.n_out; o += gl_NumWorkGroups.x) {
+  uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (o < p.n_out) {
     uint base = (o / p.inner) * p.r * p.inner + o % p.inner;
     Acc a = acc_init();
     for (uint k = t; k < p.r; k += 256u) a = combine(a, leaf(a_[base + k * p.inner], k));

@@ -11,7 +11,8 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-  for (uint row = grid_index(); row < p.rows; row += grid_size()) {
+  uint row = flat_index();
+  if (row < p.rows) {
     uint base = (row / p.inner) * p.r * p.inner + row % p.inner;
     uint mbits = 0xff800000u;
     bool nan = false;
