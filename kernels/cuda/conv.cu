@@ -19,11 +19,13 @@ __global__ void conv2d_kernel(Conv2dLaunch l, int64_t n) {
       const float* w = l.weight + (oc * l.C + c) * l.kh * l.kw;
       for (int64_t i = 0; i < l.kh; ++i) {
         const int64_t iy = y * l.sh - l.ph + i;
-        if (iy < 0 || iy >= l.H) continue;
+        const bool row_in = iy >= 0 && iy < l.H;
         for (int64_t j = 0; j < l.kw; ++j) {
           const int64_t ix = x * l.sw - l.pw + j;
-          if (ix < 0 || ix >= l.W) continue;
-          acc = fmaf(in[iy * l.W + ix], w[i * l.kw + j], acc);
+          // Zero padding is real zeros: a padded position still contributes 0 * w (NaN for a NaN or inf weight),
+          // as on every backend (op table: conv2d).
+          const float v = (row_in && ix >= 0 && ix < l.W) ? in[iy * l.W + ix] : 0.0f;
+          acc = fmaf(v, w[i * l.kw + j], acc);
         }
       }
     }

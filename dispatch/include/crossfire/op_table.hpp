@@ -354,7 +354,8 @@ inline constexpr auto kOpTable = [] {
     op("softmax", OpFamily::softmax, rules::softmax, bw::softmax, ErrorBound{8, 1, false},
        "exp(x - max) / sum(exp(x - max)) along axis.", T("x", kFloat), kAxis),
     op("conv2d", OpFamily::conv2d, rules::conv2d, bw::conv2d, kReduction,
-       "input [N, C, H, W] * weight [O, C, kh, kw] (+ bias [O]) with stride and zero padding -> [N, O, Ho, Wo].",
+       "input [N, C, H, W] * weight [O, C, kh, kw] (+ bias [O]) with stride and zero padding -> [N, O, Ho, Wo]. "
+       "Padded positions are real zeros: they contribute 0 * w, so a NaN or infinite weight gives NaN there.",
        T("input", kFloat, G::differentiable, D::any, 1), T("weight", kFloat, G::differentiable, D::any, 1),
        ParamDef{"bias", R::optional_tensor, kFloat, 1, G::differentiable, D::any},
        Attr("stride", R::int_list_attr), Attr("padding", R::int_list_attr)),
