@@ -117,6 +117,10 @@ struct OpDef {
 
   // Derived from `params` when the table is built (see op() below), for the validation fast path: the indices of
   // the tensor parameters in signature order, and whether they are all plain `tensor`s (no list, no optional).
+  // Whether the op's derivative jumps somewhere (relu and abs at 0, maximum/minimum at ties, max at ties): the
+  // gradient oracle skips points that sit on such a kink instead of comparing them with finite differences.
+  bool piecewise = false;
+
   std::array<uint8_t, kMaxParams> tensor_params{};
   int num_tensor_params = 0;
   bool plain_tensors = false;
@@ -214,6 +218,11 @@ constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, Backward
   d.plain_tensors &= d.num_tensor_params > 0;
   return d;
 }
+// Marks an op whose derivative jumps (see OpDef::piecewise).
+constexpr OpDef piecewise(OpDef d) {
+  d.piecewise = true;
+  return d;
+}
 constexpr ErrorBound kExact{0, 0, true};
 constexpr ErrorBound kOneRounding{1, 0, false};
 constexpr ErrorBound kTranscendental{4, 0, false};
@@ -279,13 +288,13 @@ inline constexpr auto kOpTable = [] {
 
     // ---- unary ---------------------------------------------------------------------------------------------------
     unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
-    unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN)."),
+    piecewise(unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN).")),
     unary("exp", kFloat, bw::exp, kTranscendental, "e^x."),
     unary("log", kFloat, bw::log, kTranscendental, "Natural log; domain x > 0.", D::positive),
     unary("sqrt", kFloat, bw::sqrt, kOneRounding, "Square root; domain x >= 0.", D::non_negative),
     unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
     unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
-    unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN)."),
+    piecewise(unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN).")),
 
     // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
     binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),
@@ -293,8 +302,8 @@ inline constexpr auto kOpTable = [] {
     binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
     binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
     binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
-    binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN."),
-    binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN."),
+    piecewise(binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN.")),
+    piecewise(binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN.")),
 
     // ---- compare and logic: bool out ----------------------------------------------------------------------------
     compare("eq", kAnyDType, "lhs == rhs."),
@@ -321,8 +330,8 @@ inline constexpr auto kOpTable = [] {
     // ---- reductions: over one axis, or all elements when axis is absent --------------------------------------------
     reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps)."),
     reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean."),
-    reduction("max", kNumeric, rules::reduce, bw::max, kExact,
-              "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's)."),
+    piecewise(reduction("max", kNumeric, rules::reduce, bw::max, kExact,
+              "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's).")),
     reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
               "i32 index of the first maximal element, or of the first NaN if any (over all elements: the flat index).",
               G::constant),
