@@ -1,7 +1,9 @@
 // The reducer (see reduce.hpp).
 #include "crossfire/harness/reduce.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace crossfire::harness {
 
@@ -14,6 +16,26 @@ void for_each_ref(NodeDef& n, F&& f) {
     if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
       for (ValueRef& r : *l) f(r);
   }
+}
+
+// Keeps the leading `new_size` entries of an input along dimension `dim` (row-major data is re-gathered).
+template <class T>
+std::vector<T> keep_leading(const std::vector<T>& data, const Shape& shape, int dim, int64_t new_size) {
+  int64_t inner = 1;
+  for (int i = dim + 1; i < shape.rank(); ++i) inner *= shape[i];
+  const int64_t len = shape[dim], outer = len == 0 ? 0 : shape.numel() / (len * std::max<int64_t>(inner, 1));
+  std::vector<T> out;
+  out.reserve(size_t(outer * new_size * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < new_size; ++k)
+      for (int64_t i = 0; i < inner; ++i) out.push_back(data[size_t((o * len + k) * inner + i)]);
+  return out;
+}
+
+void shrink_dim(InputDef& in, int dim, int64_t new_size) {
+  if (in.dtype == DType::f32) in.f32_bits = keep_leading(in.f32_bits, in.shape, dim, new_size);
+  else in.ints = keep_leading(in.ints, in.shape, dim, new_size);
+  in.shape[dim] = new_size;
 }
 
 }  // namespace
@@ -130,6 +152,45 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
       if (val.is_input() && !(val.input().device == home)) val.input().device = home, changed = true;
     int n2 = node;
     if (changed && still_fails(c, &n2)) best = c, node = n2;
+  }
+  // 3b. Shrink shapes. Dimensions that must agree (a matmul's k, broadcast partners, cat's other dims) usually have
+  //     the same size, so every dimension of one size is shrunk together first (to 1, then to half), then each
+  //     dimension alone. A candidate that breaks a shape rule fails differently and is simply not taken.
+  for (bool progress_shapes = true; progress_shapes && checks < max_checks;) {
+    progress_shapes = false;
+    std::vector<int64_t> sizes;
+    for (const Value& val : best.values)
+      if (val.is_input())
+        for (int64_t d : val.input().shape.dims())
+          if (d > 1) sizes.push_back(d);
+    std::sort(sizes.begin(), sizes.end(), std::greater<>());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (int64_t size : sizes) {
+      for (int64_t to : {int64_t(1), size / 2}) {
+        if (to < 1 || to >= size || checks >= max_checks) continue;
+        Program c = best;
+        for (Value& val : c.values)
+          if (val.is_input())
+            for (int d = 0; d < val.input().shape.rank(); ++d)
+              if (val.input().shape[d] == size) shrink_dim(val.input(), d, to);
+        int n2 = node;
+        if (still_fails(c, &n2)) {
+          best = c, node = n2, progress_shapes = true;
+          break;
+        }
+      }
+      if (progress_shapes) break;
+    }
+    for (size_t v = 0; v < best.values.size() && !progress_shapes && checks < max_checks; ++v) {
+      if (!best.values[v].is_input()) continue;
+      for (int d = 0; d < best.values[v].input().shape.rank() && !progress_shapes; ++d) {
+        if (best.values[v].input().shape[d] <= 1) continue;
+        Program c = best;
+        shrink_dim(c.values[v].input(), d, 1);
+        int n2 = node;
+        if (still_fails(c, &n2)) best = c, node = n2, progress_shapes = true;
+      }
+    }
   }
   // Inputs that feed a parameter with a value domain (log's x, div's rhs, index_select's index) keep their values:
   // simplifying them could leave the domain and turn the failure into a different, invalid program.

@@ -37,6 +37,27 @@ TEST(Reducer, ShrinksToAFewNodesKeepingTheFailure) {
   if (reduced == 0) GTEST_SKIP() << "no CPU kernels or reference yet: nothing failed to reduce";
 }
 
+TEST(Reducer, ShrinksShapesThatMustAgreeTogether) {
+  // add broadcasts [4, 3] with [3]: the 3s must shrink together, the 4 alone; every float output is perturbed, so
+  // the agreement failure survives any shape and the reducer should reach one element per input.
+  std::string ones12, ones3;
+  for (int i = 0; i < 12; ++i) ones12 += " 0x1p+0";
+  for (int i = 0; i < 3; ++i) ones3 += " 0x1.8p+0";
+  Program p = parse_program("crossfire-program 1\ninput %0 f32 [4, 3] cpu:0 =" + ones12 +
+                            "\ninput %1 f32 [3] cpu:0 =" + ones3 + "\nnode %2 add lhs=%0 rhs=%1\n");
+  CheckOptions o;
+  o.devices = {Device::cpu(0)};
+  o.fault = PlantedFault::perturb_float_output;
+  ProgramReport r = check_program(p, o);
+  ASSERT_FALSE(r.failures.empty());
+  Program red = reduce_program(p, o, r.failures[0], nullptr);
+  for (const Value& v : red.values)
+    if (v.is_input()) EXPECT_EQ(v.input().shape.numel(), 1) << print_program(red);
+  ProgramReport again = check_program(red, o);
+  ASSERT_FALSE(again.failures.empty());
+  EXPECT_EQ(again.failures[0].signature(), r.failures[0].signature());
+}
+
 TEST(Reducer, CompactKeepsOnlyAncestors) {
   PrngChoices c(3);
   GenConfig cfg;
