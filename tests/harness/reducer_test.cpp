@@ -51,8 +51,11 @@ TEST(Reducer, ShrinksShapesThatMustAgreeTogether) {
   ProgramReport r = check_program(p, o);
   ASSERT_FALSE(r.failures.empty());
   Program red = reduce_program(p, o, r.failures[0], nullptr);
-  for (const Value& v : red.values)
-    if (v.is_input()) EXPECT_EQ(v.input().shape.numel(), 1) << print_program(red);
+  for (const Value& v : red.values) {
+    if (v.is_input()) {
+      EXPECT_EQ(v.input().shape.numel(), 1) << print_program(red);
+    }
+  }
   ProgramReport again = check_program(red, o);
   ASSERT_FALSE(again.failures.empty());
   EXPECT_EQ(again.failures[0].signature(), r.failures[0].signature());
