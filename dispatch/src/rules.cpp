@@ -144,14 +144,14 @@ OutputSpec reduce(const CallView& c) {
   const Tensor& x = c.tensor(0);
   Shape out;
   if (!c.present(1)) {
-    if (x.numel() == 0 && c.op.name != "sum" && c.op.name != "mean")
+    if (x.numel() == 0 && !c.op.defined_on_empty)
       shape_error(c, 0, fmt::format("cannot take {} of an empty tensor", c.op.name));
     if (c.flag(2))
       for (int i = 0; i < x.rank(); ++i) out.push_back(1);
     return {x.dtype(), out, c.target};
   }
   int64_t axis = normalise_axis(c, 1, c.integer(1), x.rank());
-  if (x.shape()[int(axis)] == 0 && c.op.name != "sum" && c.op.name != "mean")
+  if (x.shape()[int(axis)] == 0 && !c.op.defined_on_empty)
     shape_error(c, 0, fmt::format("cannot take {} over an empty axis {}", c.op.name, axis));
   for (int i = 0; i < x.rank(); ++i) {
     if (i == axis) {

@@ -336,8 +336,8 @@ class Generator {
       }
       case OpFamily::reduce: {
         const ParamDef& p = op.params[size_t(tp[0])];
-        // Only sum and mean are defined over nothing (see rules::reduce); others need a non-empty reduced range.
-        bool needs_nonempty = op.name != "sum" && op.name != "mean";
+        // Only some reductions are defined over nothing (OpDef::defined_on_empty); the others need a non-empty range.
+        bool needs_nonempty = !op.defined_on_empty;
         ValueRef r = tensor_arg(
             p, pick_dtype(p.dtypes), [&](const Shape& s) { return !needs_nonempty || s.numel() > 0; },
             [&] { return random_shape(0, needs_nonempty); });

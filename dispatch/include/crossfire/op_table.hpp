@@ -120,6 +120,9 @@ struct OpDef {
   // Whether the op's derivative jumps somewhere (relu and abs at 0, maximum/minimum at ties, max at ties): the
   // gradient oracle skips points that sit on such a kink instead of comparing them with finite differences.
   bool piecewise = false;
+  // Reductions: whether the op is defined over an empty range (sum: 0, mean: NaN). The others (max, argmax) raise
+  // ShapeError on one, and generators give them non-empty inputs.
+  bool defined_on_empty = false;
 
   std::array<uint8_t, kMaxParams> tensor_params{};
   int num_tensor_params = 0;
@@ -221,6 +224,11 @@ constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, Backward
 // Marks an op whose derivative jumps (see OpDef::piecewise).
 constexpr OpDef piecewise(OpDef d) {
   d.piecewise = true;
+  return d;
+}
+// Marks a reduction that is defined over an empty range (see OpDef::defined_on_empty).
+constexpr OpDef defined_on_empty(OpDef d) {
+  d.defined_on_empty = true;
   return d;
 }
 constexpr ErrorBound kExact{0, 0, true};
@@ -328,8 +336,8 @@ inline constexpr auto kOpTable = [] {
        T("x", kAnyDType, G::forbidden), kDTypeAttr),
 
     // ---- reductions: over one axis, or all elements when axis is absent --------------------------------------------
-    reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps)."),
-    reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean."),
+    defined_on_empty(reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps; empty: 0).")),
+    defined_on_empty(reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean (empty: NaN).")),
     piecewise(reduction("max", kNumeric, rules::reduce, bw::max, kExact,
               "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's).")),
     reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
