@@ -85,12 +85,10 @@ void backward(const Tensor& root, const Tensor& seed_in) {
 
     const OpDef& op = op_def(node->op);
     std::vector<Tensor> grads(node->inputs.size());
-    std::vector<bool> needs(node->needs.begin(), node->needs.end());
-    std::unique_ptr<bool[]> needs_arr(new bool[needs.size() + 1]);
-    for (size_t i = 0; i < needs.size(); ++i) needs_arr[i] = needs[i];
+    const std::span<const bool> needs(node->needs.get(), node->inputs.size());
     Tensor output(node->output);
     CallView view{op, node->args, node->output->device};
-    op.backward(BackwardCall{view, output, grad_out, std::span<const bool>(needs_arr.get(), needs.size()), grads});
+    op.backward(BackwardCall{view, output, grad_out, needs, grads});
 
     for (size_t s = 0; s < grads.size(); ++s) {
       if (!needs[s]) continue;

@@ -16,7 +16,7 @@ struct Node {
   std::vector<Tensor> inputs;                  // tensor inputs, one per input slot (list elements expanded)
   std::vector<std::vector<int64_t>> int_lists;  // owned copies of int-list attributes
   ArgPack args;                                 // the forward call, re-pointed at the copies above
-  std::vector<char> needs;                      // per slot: does the gradient flow there?
+  std::unique_ptr<bool[]> needs;                // per slot (inputs.size()): does the gradient flow there?
   TensorImpl* output = nullptr;                 // not owned: the output owns this node (Note [Node lifetime])
   uint64_t sequence = 0;                        // creation order; a topological order of the graph
 

@@ -298,7 +298,7 @@ Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(s
       a.bytes = {};  // no differentiable op takes bytes
     }
   }
-  needs.resize(inputs.size());
+  needs = std::make_unique<bool[]>(inputs.size());
   slot = 0;
   for (int i = 0; i < def.num_params; ++i) {
     const ParamDef& p = def.params[size_t(i)];
