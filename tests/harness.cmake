@@ -4,6 +4,7 @@ if(TARGET crossfire_harness)
   find_package(nlohmann_json REQUIRED)
   crossfire_core_test(harness AREA harness TIMEOUT 120
     SOURCES harness/format_test.cpp harness/generator_test.cpp harness/oracles_test.cpp harness/reducer_test.cpp
+            harness/fast_path_test.cpp
     LIBS crossfire_harness)
   crossfire_core_test(harness_cli AREA harness TIMEOUT 120 SOURCES harness/cli_test.cpp
     LIBS crossfire_harness nlohmann_json::nlohmann_json)

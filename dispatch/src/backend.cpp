@@ -109,17 +109,32 @@ namespace {
 }
 }  // namespace
 
-Backend& backend_for(Device device) {
-  Registry& r = registry();
-  const size_t k = size_t(device.backend) % kNumBackendKinds;
+namespace {
+// The device count of a backend kind, read once (see Registry::device_counts).
+inline int device_count_of(Registry& r, size_t k) {
   int n = r.device_counts[k].load(std::memory_order_relaxed);
   if (n < 0) [[unlikely]] {
     n = r.backends[k]->device_count();
     r.device_counts[k].store(n, std::memory_order_relaxed);
   }
+  return n;
+}
+}  // namespace
+
+Backend& backend_for(Device device) {
+  Registry& r = registry();
+  const size_t k = size_t(device.backend) % kNumBackendKinds;
+  const int n = device_count_of(r, k);
   if (device.index >= n) [[unlikely]]
     throw_no_such_device(device, *r.backends[k], n);
   return *r.backends[k];
+}
+
+Backend* find_backend(Device device) {
+  const size_t k = size_t(device.backend);
+  if (k >= size_t(kNumBackendKinds)) return nullptr;
+  Registry& r = registry();
+  return device.index < device_count_of(r, k) ? r.backends[k].get() : nullptr;
 }
 
 std::vector<Device> available_devices() {

@@ -55,10 +55,11 @@ Shape Shape::checked(std::span<const int64_t> dims, std::string_view op, std::st
   for (int64_t d : dims) {
     if (d < 0)
       throw ShapeError(std::string(op), std::string(param), fmt::format("negative dimension {}", d));
-    if (d != 0 && n > kMaxElements / d)
+    int64_t next = 0;
+    if (d != 0 && (__builtin_mul_overflow(n, d, &next) || next > kMaxElements))
       throw ShapeError(std::string(op), std::string(param),
                        fmt::format("[{}] has more than {} elements", fmt::join(dims, ", "), kMaxElements));
-    if (d != 0) n *= d;
+    if (d != 0) n = next;
     s.push_back(d);
   }
   return s;

@@ -202,11 +202,7 @@ inline Checked check_arguments(const OpDef& op, const ArgPack& args) {
     }
     if (!found) {
       if (op.has_tensor_params()) throw NoTensorInput(std::string(op.name));
-      for (int i = 0; i < op.num_params; ++i)
-        if (args[i].role == ParamRole::device_attr) {
-          out.target = {args[i].device, i, -1};
-          break;
-        }
+      if (const int i = op.param_with_role(ParamRole::device_attr); i >= 0) out.target = {args[i].device, i, -1};
       return out;  // creation ops: nothing else to check here
     }
     // 2-4 in one pass over every present tensor, list elements included.
@@ -311,9 +307,10 @@ Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(s
       for (const Tensor& t : a.list) mark(t);
   }
 }
-}  // namespace detail
 
-OutputSpec validate(OpId id, const ArgPack& args) {
+// The generic path: every op, every kind of argument, every error. The specialised path below hands it every call
+// it does not accept, so this is also where all of dispatch's errors are raised.
+OutputSpec validate_generic(OpId id, const ArgPack& args) {
   const OpDef& op = op_def(id);
   Checked c = check_arguments(op, args);
   OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5. shape and attributes
@@ -321,7 +318,7 @@ OutputSpec validate(OpId id, const ArgPack& args) {
   return spec;
 }
 
-Tensor call(OpId id, const ArgPack& args) {
+Tensor call_generic(OpId id, const ArgPack& args) {
   const OpDef& op = op_def(id);
   const Checked c = check_arguments(op, args);                             // 1-4
   const OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5
@@ -339,6 +336,175 @@ Tensor call(OpId id, const ArgPack& args) {
   }
   if (c.record) record_node(id, args, out);
   return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::call_generic;
+using detail::validate_generic;
+
+// Note [Specialised fast path]
+// call() first runs code specialised at compile time for the op, generated from its kOpTable entry: the
+// signature's roles, each parameter's dtype set, dtype group and role are constants, the per-argument checks are
+// unrolled, the output rule is a direct call, and the backend is the target tensor's owner (a tensor's device
+// always exists, so there is nothing to look up). That is what brings dispatch plus validation near the cost of
+// the kernel call itself (docs/benchmarks.md).
+//
+// The specialisation only ever *accepts* a call. Anything it is not sure of (a failed check, an input carrying
+// autodiff state, a missing kernel or device, no tensor where one is needed, `to` and `from_data`, which dispatch
+// runs itself) goes to the generic path, which checks everything again from the start and raises the contract's
+// error in the contract's order. Nothing has happened before the hand-over (no allocation, no counter, no tape),
+// so the fallback cannot be observed, and the two paths cannot disagree about which error a call gets: only the
+// generic one raises before step 5, and step 5 (the output rule) is the same function on both.
+// tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls.
+template <OpId Id>
+struct Specialised {
+  static constexpr const OpDef& op = kOpTable[Id];
+  static constexpr int kDeviceParam = op.param_with_role(ParamRole::device_attr);
+  static constexpr bool kEligible = Id != kTo && Id != kFromData && (op.has_tensor_params() || kDeviceParam >= 0);
+
+  // What the checks have seen so far. `ok` stays true while every check passes and no input carries autodiff
+  // state; a null tensor makes the walk stop at once (there is nothing to read).
+  struct Seen {
+    const TensorImpl* target = nullptr;  // the first present tensor (Note [Why the first tensor picks the device])
+    uint16_t device = 0;
+    std::array<int8_t, 4> group{-1, -1, -1, -1};  // dtype groups 1..3
+    bool ok = true;
+  };
+
+  template <size_t P>
+  static bool check_tensor(const TensorImpl* t, Seen& s) {
+    constexpr ParamDef p = op.params[P];
+    if (t == nullptr) [[unlikely]]
+      return false;
+    if (s.target == nullptr) {
+      s.target = t;
+      s.device = t->device.packed();
+    }
+    const int8_t dt = int8_t(t->dtype);
+    s.ok &= t->device.packed() == s.device;  // (&= rather than &&: no branch per check)
+    s.ok &= p.dtypes.contains(t->dtype);
+    s.ok &= t->autograd == nullptr;
+    if constexpr (p.same_dtype_group != 0) {
+      int8_t& g = s.group[p.same_dtype_group & 3];
+      if (g < 0) g = dt;
+      s.ok &= g == dt;
+    }
+    return true;
+  }
+
+  // Steps 1-4 for parameter P; false stops the walk.
+  template <size_t P>
+  static bool check_param(const ArgPack& args, Seen& s) {
+    constexpr ParamRole role = op.params[P].role;
+    const Arg& a = args[int(P)];
+    if constexpr (role == ParamRole::tensor) {
+      return check_tensor<P>(a.tensor->impl(), s);
+    } else if constexpr (role == ParamRole::optional_tensor) {
+      return !a.present || check_tensor<P>(a.tensor->impl(), s);
+    } else if constexpr (role == ParamRole::tensor_list) {
+      if (a.list.empty()) return true;
+      const TensorImpl* first = a.list[0].impl();
+      if (!check_tensor<P>(first, s)) return false;
+      // The rest of a list must match its first element's device and dtype (a list shares one dtype), which
+      // covers the dtype set and group too.
+      const uint16_t device = s.device;
+      const DType dtype = first->dtype;
+      bool ok = true;
+      for (const Tensor& t : a.list.subspan(1)) {
+        const TensorImpl* i = t.impl();
+        if (i == nullptr) [[unlikely]]
+          return false;
+        ok &= i->device.packed() == device;
+        ok &= i->dtype == dtype;
+        ok &= i->autograd == nullptr;
+      }
+      s.ok &= ok;
+      return true;
+    } else {
+      return true;
+    }
+  }
+
+  // Whether the call passes steps 1-4 with no input carrying autodiff state, and if so the backend to run it on.
+  template <size_t... P>
+  static Backend* accept(const ArgPack& args, Device& target, std::index_sequence<P...>) {
+    // && on the count first: arguments past args.count are not constructed and must not be read.
+    if (!(args.count == op.num_params && ((args[int(P)].role == op.params[P].role) && ...))) return nullptr;
+    if constexpr (op.has_tensor_params()) {
+      Seen s;
+      if (!(check_param<P>(args, s) && ...) || !s.ok || s.target == nullptr) return nullptr;
+      target = s.target->device;
+      return s.target->owner;
+    } else {
+      target = args[kDeviceParam].device;
+      return find_backend(target);
+    }
+  }
+
+  // The backend and kernel for an accepted call, or nullptr.
+  static Backend* plan(const ArgPack& args, Device& target, KernelFn& kernel) {
+    Backend* b = accept(args, target, std::make_index_sequence<size_t(op.num_params)>());
+    if (b == nullptr) [[unlikely]]
+      return nullptr;
+    kernel = b->kernel(Id);
+    return kernel != nullptr ? b : nullptr;
+  }
+
+  static Tensor call(const ArgPack& args) {
+    if constexpr (kEligible) {
+      Device target;
+      KernelFn kernel;
+      if (Backend* b = plan(args, target, kernel)) [[likely]] {
+        const OutputSpec spec = op.output(CallView{op, args, target});  // step 5 may still raise
+        Tensor out(b->allocate(spec.device, spec.dtype, spec.shape, op.name));
+        b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
+        return out;
+      }
+    }
+    return call_generic(Id, args);
+  }
+
+  static OutputSpec validate(const ArgPack& args) {
+    if constexpr (kEligible) {
+      Device target;
+      KernelFn kernel;
+      if (plan(args, target, kernel) != nullptr) [[likely]]
+        return op.output(CallView{op, args, target});
+    }
+    return validate_generic(Id, args);
+  }
+};
+
+template <size_t... I>
+constexpr auto make_call_table(std::index_sequence<I...>) {
+  return std::array<Tensor (*)(const ArgPack&), sizeof...(I)>{&Specialised<OpId(I)>::call...};
+}
+template <size_t... I>
+constexpr auto make_validate_table(std::index_sequence<I...>) {
+  return std::array<OutputSpec (*)(const ArgPack&), sizeof...(I)>{&Specialised<OpId(I)>::validate...};
+}
+constexpr auto kCallTable = make_call_table(std::make_index_sequence<size_t(kNumOps)>());
+constexpr auto kValidateTable = make_validate_table(std::make_index_sequence<size_t(kNumOps)>());
+
+[[gnu::cold, noreturn]] void throw_no_such_op(OpId id) {
+  throw InvalidArgument(fmt::format("op #{}", id), "", fmt::format("no such op (the table has {})", kNumOps));
+}
+
+}  // namespace
+
+OutputSpec validate(OpId id, const ArgPack& args) {
+  if (id >= kNumOps) [[unlikely]]
+    throw_no_such_op(id);
+  return kValidateTable[id](args);
+}
+
+Tensor call(OpId id, const ArgPack& args) {
+  if (id >= kNumOps) [[unlikely]]
+    throw_no_such_op(id);
+  return kCallTable[id](args);
 }
 
 bool grad_enabled() { return t_grad_enabled; }

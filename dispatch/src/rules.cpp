@@ -82,8 +82,8 @@ int64_t bounded_product(std::initializer_list<int64_t> dims) {
 }  // namespace
 
 OutputSpec creation(const CallView& c) {
-  int shape_p = c.op.param_index("shape");
-  int dtype_p = c.op.param_index("dtype");
+  const int shape_p = c.op.param_with_role(ParamRole::int_list_attr);
+  const int dtype_p = c.op.param_with_role(ParamRole::dtype_attr);
   return {c.dtype(dtype_p), checked_shape(c, shape_p, c.ints(shape_p)), c.target};
 }
 
@@ -133,6 +133,8 @@ OutputSpec broadcast_bool(const CallView& c) {
 }
 
 OutputSpec where(const CallView& c) {
+  const Shape &cond = c.tensor(0).shape(), &x = c.tensor(1).shape();
+  if (cond == x && x == c.tensor(2).shape()) return {c.tensor(1).dtype(), x, c.target};  // no broadcasting
   Shape s = broadcast_shapes(c, c.tensor(0).shape(), c.tensor(1).shape(), 1);
   s = broadcast_shapes(c, s, c.tensor(2).shape(), 2);
   return {c.tensor(1).dtype(), s, c.target};

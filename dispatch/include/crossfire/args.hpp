@@ -29,6 +29,7 @@ enum class ParamRole : uint8_t {
   device_attr,        // a device (creation ops' target, to's destination)
   bytes_attr,         // raw bytes (from_data's values)
 };
+inline constexpr int kNumParamRoles = int(ParamRole::bytes_attr) + 1;
 std::string_view param_role_name(ParamRole r);
 constexpr bool is_tensor_role(ParamRole r) {
   return r == ParamRole::tensor || r == ParamRole::optional_tensor || r == ParamRole::tensor_list;
@@ -164,7 +165,28 @@ struct ArgPack {
   void push(const Arg& a) { new (&args[size_t(count++)]) Arg(a); }
   const Arg& operator[](int i) const { return args[size_t(i)]; }
 
+  // Appends an argument built in place, one method per Arg factory: `ArgPack().of(lhs).of(rhs)`. This is how the
+  // typed API (ops.hpp) builds its packs; see Note [Arguments are built in place].
+  ArgPack& of(const Tensor& t) { new (slot()) Arg(Arg::of(t)); return *this; }
+  ArgPack& optional(const Tensor* t) { new (slot()) Arg(Arg::optional(t)); return *this; }
+  ArgPack& of(std::span<const Tensor> ts) { new (slot()) Arg(Arg::of(ts)); return *this; }
+  ArgPack& integer(int64_t v) { new (slot()) Arg(Arg::integer(v)); return *this; }
+  ArgPack& optional_integer(bool present, int64_t v) { new (slot()) Arg(Arg::optional_integer(present, v)); return *this; }
+  ArgPack& scalar(double v) { new (slot()) Arg(Arg::scalar(v)); return *this; }
+  ArgPack& flag(bool v) { new (slot()) Arg(Arg::flag(v)); return *this; }
+  ArgPack& of(IntList v) { new (slot()) Arg(Arg::of(v)); return *this; }
+  ArgPack& of(DType d) { new (slot()) Arg(Arg::of(d)); return *this; }
+  ArgPack& of(Device d) { new (slot()) Arg(Arg::of(d)); return *this; }
+  ArgPack& of(std::span<const uint8_t> bytes) { new (slot()) Arg(Arg::of(bytes)); return *this; }
+
  private:
+  // Note [Arguments are built in place]
+  // `new (slot) Arg(prvalue)` constructs the factory's result directly in the slot (guaranteed copy elision), so
+  // every field of an argument is written once, where dispatch will read it. Building Args first and copying them
+  // in (as a std::array or a braced list would) made the compiler write each Arg with 8-byte stores and read it
+  // back with one 16-byte load: a failed store-to-load forward per argument, which cost a 3-argument call more
+  // than all of its validation (measured with bench_dispatch; docs/benchmarks.md).
+  void* slot() { return &args[size_t(count++)]; }
   void copy_from(const ArgPack& o) {
     for (int i = 0; i < count; ++i) new (&args[size_t(i)]) Arg(o.args[size_t(i)]);
   }

@@ -102,6 +102,8 @@ class Backend {
 Backend& backend(BackendKind kind);
 // The backend for `device`, or BackendUnavailable; InvalidArgument if the index is out of range.
 Backend& backend_for(Device device);
+// The same, but nullptr where backend_for() would raise (no such device, backend unavailable).
+Backend* find_backend(Device device);
 // Every device of every available backend, in (backend, index) order.
 std::vector<Device> available_devices();
 

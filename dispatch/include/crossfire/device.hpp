@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -34,7 +35,8 @@ struct Device {
   BackendKind backend = BackendKind::cpu;
   uint8_t index = 0;
 
-  constexpr uint16_t packed() const { return static_cast<uint16_t>((uint16_t(backend) << 8) | index); }
+  // The two bytes as they lie in memory: one 16-bit load, no shifts (only ever compared for equality).
+  constexpr uint16_t packed() const { return std::bit_cast<uint16_t>(*this); }
   friend constexpr bool operator==(Device a, Device b) { return a.packed() == b.packed(); }
   std::string str() const;  // "cpu:0"
 
@@ -44,6 +46,7 @@ struct Device {
   // Parses "cpu:1", "vulkan" (index 0). Throws InvalidArgument on anything else.
   static Device parse(std::string_view text);
 };
+static_assert(sizeof(Device) == 2);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Dtypes
@@ -97,6 +100,20 @@ class Shape {
   constexpr Shape() = default;
   constexpr Shape(std::initializer_list<int64_t> dims) {
     for (int64_t d : dims) push_back(d);
+  }
+  // Copies read the `rank` dims one 8-byte word at a time (dims past the rank stay zero). A defaulted copy reads
+  // all 56 bytes in 16-byte words, and when the source has just been built dim by dim (an output rule's push_back
+  // or `out[axis] = n`) each wide load straddles two narrow stores: a failed store-to-load forward, which cost
+  // `cat` ~15 ns per call on the dispatch path (docs/benchmarks.md; the same trap as Note [Arguments are built in
+  // place] in args.hpp).
+  constexpr Shape(const Shape& o) : rank_(o.rank_) {
+    for (int i = 0; i < rank_; ++i) dims_[size_t(i)] = o.dims_[size_t(i)];
+  }
+  constexpr Shape& operator=(const Shape& o) {
+    dims_ = {};
+    rank_ = o.rank_;
+    for (int i = 0; i < rank_; ++i) dims_[size_t(i)] = o.dims_[size_t(i)];
+    return *this;
   }
   // Builds a shape from caller data; throws ShapeError on rank > 6, negative dims or more than kMaxElements.
   static Shape checked(std::span<const int64_t> dims, std::string_view op, std::string_view param);

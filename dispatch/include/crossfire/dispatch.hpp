@@ -17,6 +17,14 @@ Tensor call(OpId id, const ArgPack& args);
 // the output spec. The harness's bad-input oracle and the benchmarks use it.
 OutputSpec validate(OpId id, const ArgPack& args);
 
+namespace detail {
+// Dispatch's generic path alone, which call() and validate() hand every call they do not take themselves (Note
+// [Specialised fast path] in dispatch.cpp). For the test that checks the two paths agree; use call() and
+// validate(). `id` must be an op of the table.
+Tensor call_generic(OpId id, const ArgPack& args);
+OutputSpec validate_generic(OpId id, const ArgPack& args);
+}  // namespace detail
+
 // Which parameter the target device comes from ("lhs", "tensors[0]", "device"); for messages and oracles.
 struct TargetInfo {
   Device device;

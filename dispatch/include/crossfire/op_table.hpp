@@ -115,8 +115,6 @@ struct OpDef {
   ErrorBound bound;
   std::string_view doc;
 
-  // Derived from `params` when the table is built (see op() below), for the validation fast path: the indices of
-  // the tensor parameters in signature order, and whether they are all plain `tensor`s (no list, no optional).
   // Whether the op's derivative jumps somewhere (relu and abs at 0, maximum/minimum at ties, max at ties): the
   // gradient oracle skips points that sit on such a kink instead of comparing them with finite differences.
   bool piecewise = false;
@@ -124,9 +122,12 @@ struct OpDef {
   // ShapeError on one, and generators give them non-empty inputs.
   bool defined_on_empty = false;
 
+  // Derived from `params` when the table is built (see op() below): the indices of the tensor parameters in
+  // signature order, and whether they are all plain `tensor`s (no list, no optional).
   std::array<uint8_t, kMaxParams> tensor_params{};
   int num_tensor_params = 0;
   bool plain_tensors = false;
+  std::array<int8_t, kNumParamRoles> first_with_role{};  // see param_with_role()
 
   constexpr std::span<const ParamDef> signature() const { return {params.data(), size_t(num_params)}; }
   constexpr bool has_tensor_params() const { return num_tensor_params > 0; }
@@ -135,6 +136,8 @@ struct OpDef {
       if (params[size_t(i)].name == n) return i;
     return -1;
   }
+  // The first parameter with this role, or -1 (a table lookup: output rules use it on the hot path).
+  constexpr int param_with_role(ParamRole r) const { return first_with_role[size_t(r)]; }
 };
 
 namespace rules {  // defined in dispatch/src/rules.cpp
@@ -211,8 +214,10 @@ constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, Backward
                    std::string_view doc, P... ps) {
   OpDef d{name, fam, {ps...}, int(sizeof...(P)), out, bw, bound, doc};
   d.plain_tensors = true;
+  d.first_with_role.fill(-1);
   for (int i = 0; i < d.num_params; ++i) {
     ParamRole r = d.params[size_t(i)].role;
+    if (d.first_with_role[size_t(r)] < 0) d.first_with_role[size_t(r)] = int8_t(i);
     if (d.params[size_t(i)].same_dtype_group > 3) throw "op_table: dtype groups are 1..3 (see TensorChecks)";
     if (!is_tensor_role(r)) continue;
     d.tensor_params[size_t(d.num_tensor_params++)] = uint8_t(i);
