@@ -2,6 +2,8 @@
 //
 //   dispatch/<backend>/<case>/api           the typed public API (ops.hpp): validation, output allocation, kernel,
 //                                           output release; what a user pays per op
+//   dispatch/<backend>/<case>/call          crossfire::call(id, pack) on a prepared pack: the generic entry point
+//                                           the harness uses (everything api does but building the pack)
 //   dispatch/<backend>/<case>/direct        Backend::launch of the same kernel on a pre-allocated output
 //   dispatch/<backend>/<case>/direct_alloc  allocate the output + launch + release, with no validation: api minus
 //                                           this is the cost of dispatch and validation alone
@@ -107,14 +109,16 @@ void report(benchmark::State& state, const AllocationScope& allocs, Backend& b, 
   state.counters["tensors/op"] = benchmark::Counter(double(n) / double(std::max<int64_t>(1, state.iterations())));
 }
 
-void bm_api(benchmark::State& state, const DispatchCase& c, Device d) {
+// `api`: the typed public API; `call` (typed = false): crossfire::call(id, pack) on a prepared pack, the generic
+// entry point the harness uses.
+void bm_api(benchmark::State& state, const DispatchCase& c, Device d, bool typed) {
   Backend& b = backend_for(d);
   if (skip_unsupported(state, b, c.id)) return;
   const Inputs in = c.make(d);
   const uint64_t before = b.counters().allocations.load();
   AllocationScope allocs;
   for (auto _ : state) {
-    Tensor out = c.api(in);
+    Tensor out = typed ? c.api(in) : call(c.id, in.pack);
     benchmark::DoNotOptimize(out.impl());
     settle(b);
   }
@@ -236,9 +240,9 @@ int repeat(const std::string& what, long n) {
     const std::string prefix = std::string(c.name) + "/";
     if (what.rfind(prefix, 0) != 0) continue;
     const std::string name = what.substr(prefix.size());
-    const int variant = name == "api" ? 0 : name == "direct" ? 1 : name == "direct_alloc" ? 2 : name == "validate" ? 3 : -1;
+    const int variant = name == "api" ? 0 : name == "direct" ? 1 : name == "direct_alloc" ? 2 : name == "validate" ? 3 : name == "call" ? 4 : -1;
     if (variant < 0) {
-      fmt::print(stderr, "bench_dispatch: unknown variant {} (api, direct, direct_alloc, validate)\n", name);
+      fmt::print(stderr, "bench_dispatch: unknown variant {} (api, call, direct, direct_alloc, validate)\n", name);
       return 2;
     }
     const Inputs in = c.make(d);
@@ -256,6 +260,9 @@ int repeat(const std::string& what, long n) {
       } else if (variant == 2) {
         Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
         b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
+        benchmark::DoNotOptimize(out.impl());
+      } else if (variant == 4) {
+        Tensor out = call(c.id, in.pack);
         benchmark::DoNotOptimize(out.impl());
       } else {
         OutputSpec s = validate(c.id, in.pack);
@@ -278,7 +285,8 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), fn, args...)->Unit(benchmark::kNanosecond);
     };
     for (const DispatchCase& c : kCases) {
-      reg(fmt::format("dispatch/{}/{}/api", bn, c.name), bm_api, std::cref(c), d);
+      reg(fmt::format("dispatch/{}/{}/api", bn, c.name), bm_api, std::cref(c), d, true);
+      reg(fmt::format("dispatch/{}/{}/call", bn, c.name), bm_api, std::cref(c), d, false);
       reg(fmt::format("dispatch/{}/{}/direct", bn, c.name), bm_direct, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/direct_alloc", bn, c.name), bm_direct_alloc, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/validate", bn, c.name), bm_validate, std::cref(c), d);

@@ -80,10 +80,17 @@ flags=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=tr
 jsons=()
 for exe in "${binaries[@]}"; do
   name=$(basename "$exe")
+  # A binary with nothing matching --filter would write an empty file; leave it out instead.
+  if [[ -n $filter ]] && [[ -z $("$exe" --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null) ]]; then
+    echo "bench.sh: $name has no benchmark matching --filter $filter; skipped"
+    continue
+  fi
   echo "bench.sh: running $name ($reps repetitions)"
   "$exe" "${flags[@]}" --benchmark_out="$out/$name.json"
   jsons+=("$out/$name.json")
 done
+
+((${#jsons[@]})) || { echo "bench.sh: no benchmark matches --filter $filter" >&2; exit 2; }
 
 # ---- merge, history, summary, dashboard ----
 "$PY" "$here/bench_history.py" merge "$out/bench.json" "${jsons[@]}" --medians "$out/bench-medians.json"
