@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace crossfire {
 
@@ -106,13 +107,11 @@ class Shape {
   // or `out[axis] = n`) each wide load straddles two narrow stores: a failed store-to-load forward, which cost
   // `cat` ~15 ns per call on the dispatch path (docs/benchmarks.md; the same trap as Note [Arguments are built in
   // place] in args.hpp).
-  constexpr Shape(const Shape& o) : rank_(o.rank_) {
-    for (int i = 0; i < rank_; ++i) dims_[size_t(i)] = o.dims_[size_t(i)];
-  }
+  constexpr Shape(const Shape& o) : rank_(o.rank_) { copy_dims(o); }
   constexpr Shape& operator=(const Shape& o) {
     dims_ = {};
     rank_ = o.rank_;
-    for (int i = 0; i < rank_; ++i) dims_[size_t(i)] = o.dims_[size_t(i)];
+    copy_dims(o);
     return *this;
   }
   // Builds a shape from caller data; throws ShapeError on rank > 6, negative dims or more than kMaxElements.
@@ -137,6 +136,15 @@ class Shape {
   std::string str() const;  // "[2, 3]"
 
  private:
+  constexpr void copy_dims(const Shape& o) {
+    for (int i = 0; i < rank_; ++i) {
+      int64_t d = o.dims_[size_t(i)];
+      // An empty asm that "may change" d: the compiler can neither merge these moves into wide ones nor turn
+      // the loop into a memcpy call (whose 16-byte loads would straddle the same narrow stores).
+      if (!std::is_constant_evaluated()) asm("" : "+r"(d));
+      dims_[size_t(i)] = d;
+    }
+  }
   std::array<int64_t, kMaxRank + 1> dims_{};  // one spare slot so a rank-6 check can fail without overflow
   int rank_ = 0;
 };
