@@ -118,6 +118,15 @@ TEST_F(Validation, ShapeAndAttributeErrorsNameTheArgument) {
   EXPECT_EQ(expect_clean_error<ShapeError>([&] { expand(a, {3, 3}); }).param, "shape");
   std::vector<Tensor> ragged{a, b};
   EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(ragged, 0); }).param, "tensors[1]");
+  // cat: every dim but the axis must match `tensors[0]`; the first element that does not is blamed.
+  Tensor a3 = f32({2, 3}, d0), a4 = f32({2, 4}, d0), b3 = f32({5, 3}, d0);
+  std::vector<Tensor> rows{a3, b3, a4, a4};
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(rows, 0); }).param, "tensors[2]");
+  std::vector<Tensor> cols{a3, a4, b3};
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(cols, 1); }).param, "tensors[2]");
+  EXPECT_EQ(cat(std::vector<Tensor>{a3, a4}, -1).shape(), Shape({2, 7}));  // 3 + 4 columns
+  std::vector<Tensor> ranks{a3, f32({2, 3, 1}, d0)};
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(ranks, 0); }).param, "tensors[1]");
   EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { softmax(a, 7); }).param, "axis");
   Tensor img = f32({1, 1, 3, 3}, d0), w = f32({1, 2, 2, 2}, d0);
   EXPECT_EQ(expect_clean_error<ShapeError>([&] { conv2d(img, w, nullptr, {1, 1}, {0, 0}); }).param, "weight");

@@ -269,28 +269,41 @@ OutputSpec expand(const CallView& c) {
   return {x.dtype(), target, c.target};
 }
 
+namespace {
+// Raises the ShapeError for element j of cat's list, whose shape does not fit the first element's.
+[[gnu::cold, noreturn]] void cat_mismatch(const CallView& c, size_t j, int64_t axis) {
+  const Shape &s = c.list(0)[j].shape(), &first = c.list(0)[0].shape();
+  if (s.rank() != first.rank())
+    throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
+                     fmt::format("has rank {}, `tensors[0]` has rank {}", s.rank(), first.rank()));
+  throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
+                   fmt::format("has shape {}, which differs from `tensors[0]` {} outside axis {}", s.str(),
+                               first.str(), axis));
+}
+}  // namespace
+
 OutputSpec cat(const CallView& c) {
-  std::span<const Tensor> ts = c.list(0);
-  const Tensor& first = ts[0];
-  int64_t axis = normalise_axis(c, 1, c.integer(1), first.rank());
-  Shape out = first.shape();
+  const std::span<const Tensor> ts = c.list(0);
+  const Shape& first = ts[0].shape();
+  const int rank = first.rank();
+  const int64_t axis = normalise_axis(c, 1, c.integer(1), rank);
   int64_t total = 0;
   for (size_t j = 0; j < ts.size(); ++j) {
     const Shape& s = ts[j].shape();
-    if (s.rank() != first.rank())
-      throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
-                       fmt::format("has rank {}, `tensors[0]` has rank {}", s.rank(), first.rank()));
-    for (int i = 0; i < s.rank(); ++i)
-      if (i != axis && s[i] != first.shape()[i])
-        throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
-                         fmt::format("has shape {}, which differs from `tensors[0]` {} outside axis {}", s.str(),
-                                     first.shape().str(), axis));
-    total += s[int(axis)];
-    if (total > kMaxElements) shape_error(c, 0, "result has too many elements");
+    // Every dim but the axis must match the first element's (dims past a shape's rank are 0, so reading up to
+    // `rank` is safe even when the ranks differ, which the first comparison catches).
+    bool fits = s.rank() == rank;
+    for (int i = 0; i < rank; ++i) fits &= i == axis || s[i] == first[i];
+    if (!fits) [[unlikely]]
+      cat_mismatch(c, j, axis);
+    total += s[int(axis)];  // each dim is <= kMaxElements, so this cannot overflow before the check below trips
+    if (total > kMaxElements) [[unlikely]]
+      shape_error(c, 0, "result has too many elements");
   }
-  out[int(axis)] = total;
-  if (out.numel() > kMaxElements) shape_error(c, 0, "result has too many elements");
-  return {first.dtype(), out, c.target};
+  OutputSpec out{ts[0].dtype(), first, c.target};
+  out.shape[int(axis)] = total;
+  if (out.shape.numel() > kMaxElements) shape_error(c, 0, "result has too many elements");
+  return out;
 }
 
 OutputSpec index_select(const CallView& c) {
