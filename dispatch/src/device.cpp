@@ -77,4 +77,14 @@ std::array<int64_t, kMaxRank> contiguous_strides(const Shape& s) {
   return st;
 }
 
+AxisSplit split_at(const Shape& s, int axis) {
+  AxisSplit a;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (i < axis) a.outer *= s[i];
+    else if (i == axis) a.len = s[i];
+    else a.inner *= s[i];
+  }
+  return a;
+}
+
 }  // namespace crossfire

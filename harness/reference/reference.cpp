@@ -166,12 +166,13 @@ std::vector<int64_t> broadcast_sources(const Shape& in, const Shape& out) {
   return src;
 }
 
-// Splits a tensor around one axis: outer * len * inner == numel.
-struct AxisSplit {
+// Splits a tensor around one axis: outer * len * inner == numel. Written apart from the core's split_at() on
+// purpose: the reference shares no code with what it checks.
+struct RefSplit {
   int64_t outer = 1, len = 1, inner = 1;
 };
-AxisSplit split_at(const Shape& s, int axis) {
-  AxisSplit a;
+RefSplit ref_split_at(const Shape& s, int axis) {
+  RefSplit a;
   for (int i = 0; i < axis; ++i) a.outer *= s[i];
   a.len = s[axis];
   for (int i = axis + 1; i < s.rank(); ++i) a.inner *= s[i];
@@ -568,11 +569,11 @@ RefResult reduce(const Ctx& c, Reduce kind) {
   const RefTensor& x = c.tensor("x");
   std::optional<int64_t> axis_arg = c.optional_integer("axis");
   bool keepdim = c.flag("keepdim");
-  AxisSplit sp;
+  RefSplit sp;
   Shape out;
   if (axis_arg) {
     int axis = c.axis("axis", *axis_arg, x.shape.rank());
-    sp = split_at(x.shape, axis);
+    sp = ref_split_at(x.shape, axis);
     for (int i = 0; i < x.shape.rank(); ++i)
       if (i != axis)
         out.push_back(x.shape[i]);
@@ -782,7 +783,7 @@ RefResult ev_cat(const Ctx& c) {
   out[axis] = total;
   c.shape_from("tensors", out.dims());
   RefResult r = make_result(first.dtype, out);
-  AxisSplit sp = split_at(out, axis);
+  RefSplit sp = ref_split_at(out, axis);
   size_t dst = 0;
   for (int64_t o = 0; o < sp.outer; ++o)
     for (const RefTensor& t : ts) {
@@ -802,7 +803,7 @@ RefResult ev_index_select(const Ctx& c) {
   Shape out = x.shape;
   out[axis] = index.numel();
   c.shape_from("index", out.dims());
-  AxisSplit sp = split_at(x.shape, axis);
+  RefSplit sp = ref_split_at(x.shape, axis);
   RefResult r = make_result(x.dtype, out);
   size_t dst = 0;
   for (int64_t o = 0; o < sp.outer; ++o)
@@ -819,7 +820,7 @@ RefResult ev_index_select(const Ctx& c) {
 RefResult ev_softmax(const Ctx& c) {
   const RefTensor& x = c.tensor("x");
   int axis = c.axis("axis", c.integer("axis"), x.shape.rank());
-  AxisSplit sp = split_at(x.shape, axis);
+  RefSplit sp = ref_split_at(x.shape, axis);
   RefResult r = make_result(DType::f32, x.shape);
   for (int64_t o = 0; o < sp.outer; ++o) {
     for (int64_t in = 0; in < sp.inner; ++in) {

@@ -55,7 +55,6 @@ inline decltype(auto) visit_dtype(DType d, F&& f) {
 }
 
 // A valid axis (dispatch's rules checked it) normalised to [0, rank).
-inline int normalise_axis(int64_t axis, int rank) { return int(axis < 0 ? axis + rank : axis); }
 
 // ---- conversions (op table: cast, full, arange) ------------------------------------------------------------------
 // Note [Conversions never hit undefined behaviour]

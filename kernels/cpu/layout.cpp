@@ -53,12 +53,10 @@ void cat_kernel(const KernelCall& c) {
   const std::span<const Tensor> ts = c.args[param_of("cat", "tensors")].list;
   if (c.out.numel == 0) return;
   const Shape& os = c.out.shape;
-  const int axis = normalise_axis(c.args[param_of("cat", "axis")].i, os.rank());
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= os[i];
-  for (int i = axis + 1; i < os.rank(); ++i) inner *= os[i];
+  const int axis = normalised_axis(c.args[param_of("cat", "axis")].i, os.rank());
+  const auto [outer, total, inner] = split_at(os, axis);
   const size_t esz = dtype_size(c.out.dtype);
-  const size_t out_row = size_t(os[axis] * inner) * esz;
+  const size_t out_row = size_t(total * inner) * esz;
   auto* out = static_cast<char*>(c.out.data);
   size_t at = 0;  // byte offset of this input's block within an output row
   for (const Tensor& t : ts) {
@@ -74,7 +72,7 @@ void cat_kernel(const KernelCall& c) {
 void index_select_kernel(const KernelCall& c) {
   const TensorImpl& x = impl_of(c, 0);
   const TensorImpl& index = impl_of(c, param_of("index_select", "index"));
-  const int axis = normalise_axis(c.args[param_of("index_select", "axis")].i, x.shape.rank());
+  const int axis = normalised_axis(c.args[param_of("index_select", "axis")].i, x.shape.rank());
   const int64_t dim = x.shape[axis];
   const int32_t* idx = data_of<const int32_t>(index);
   for (int64_t j = 0; j < index.numel; ++j)
@@ -82,13 +80,11 @@ void index_select_kernel(const KernelCall& c) {
       throw InvalidArgument("index_select", "index",
                             fmt::format("value {} at position {} is out of range [0, {})", idx[j], j, dim));
   if (c.out.numel == 0) return;
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= x.shape[i];
-  for (int i = axis + 1; i < x.shape.rank(); ++i) inner *= x.shape[i];
-  const size_t esz = dtype_size(x.dtype), chunk = size_t(inner) * esz;
+  const AxisSplit around = split_at(x.shape, axis);  // around.len is `dim`
+  const size_t esz = dtype_size(x.dtype), chunk = size_t(around.inner) * esz;
   const auto* in = static_cast<const char*>(x.data);
   auto* out = static_cast<char*>(c.out.data);
-  for (int64_t r = 0; r < outer; ++r)
+  for (int64_t r = 0; r < around.outer; ++r)
     for (int64_t j = 0; j < index.numel; ++j)
       std::memcpy(out + size_t(r * index.numel + j) * chunk, in + size_t(r * dim + idx[j]) * chunk, chunk);
 }

@@ -11,26 +11,12 @@
 namespace crossfire::cpu {
 namespace {
 
-struct Geometry {
-  int64_t outer = 1, len = 1, inner = 1;
-};
-
-Geometry geometry_along(const Shape& s, int axis) {
-  Geometry g;
-  for (int i = 0; i < s.rank(); ++i) {
-    if (i < axis) g.outer *= s[i];
-    else if (i == axis) g.len = s[i];
-    else g.inner *= s[i];
-  }
-  return g;
-}
-
 // The geometry of a reduction call: (x, axis?, keepdim).
-Geometry reduce_geometry(const KernelCall& c) {
+AxisSplit reduce_geometry(const KernelCall& c) {
   const TensorImpl& x = impl_of(c, 0);
   const Arg& axis = c.args[1];
   if (!axis.present) return {1, x.numel, 1};
-  return geometry_along(x.shape, normalise_axis(axis.i, x.shape.rank()));
+  return split_at(x.shape, normalised_axis(axis.i, x.shape.rank()));
 }
 
 // ---- sum and mean --------------------------------------------------------------------------------------------------
@@ -66,7 +52,7 @@ Acc sum_row(const T* x, int64_t n) {
 template <class T, class Finish>
 void sum_kernel_typed(const KernelCall& c, const Finish& finish) {
   using Acc = typename SumTraits<T>::Acc;
-  const Geometry g = reduce_geometry(c);
+  const AxisSplit g = reduce_geometry(c);
   const T* x = data_of<const T>(impl_of(c, 0));
   T* o = data_of<T>(c.out);
   if (c.out.numel == 0) return;
@@ -112,7 +98,7 @@ inline bool replaces(T v, T best) {
 
 template <class T, bool kIndex>
 void max_kernel_typed(const KernelCall& c) {
-  const Geometry g = reduce_geometry(c);
+  const AxisSplit g = reduce_geometry(c);
   const T* x = data_of<const T>(impl_of(c, 0));
   if (c.out.numel == 0) return;
   using Out = std::conditional_t<kIndex, int32_t, T>;
@@ -159,7 +145,7 @@ void max_kernel(const KernelCall& c) {
 void softmax_kernel(const KernelCall& c) {
   const TensorImpl& xt = impl_of(c, 0);
   if (xt.numel == 0) return;
-  const Geometry g = geometry_along(xt.shape, normalise_axis(c.args[1].i, xt.shape.rank()));
+  const AxisSplit g = split_at(xt.shape, normalised_axis(c.args[1].i, xt.shape.rank()));
   const float* x = data_of<const float>(xt);
   float* o = data_of<float>(c.out);
   for (int64_t r = 0; r < g.outer; ++r) {

@@ -43,8 +43,6 @@ int64_t prod(const Shape& s, int begin, int end) {
   return p;
 }
 
-int normalise_axis(int64_t axis, int rank) { return int(axis < 0 ? axis + rank : axis); }
-
 // Broadcast strides of up to three inputs against the output shape (numpy rules: align right, size-1 dims repeat).
 Broadcast broadcast_of(const Shape& o, std::initializer_list<const Shape*> inputs) {
   Broadcast b;
@@ -166,8 +164,8 @@ void reduce_geometry(const Shape& s, const Arg& axis, int64_t& outer, int64_t& l
     outer = 1, len = s.numel(), inner = 1;
     return;
   }
-  const int a = normalise_axis(axis.i, s.rank());
-  outer = prod(s, 0, a), len = s[a], inner = prod(s, a + 1, s.rank());
+  const AxisSplit around = split_at(s, normalised_axis(axis.i, s.rank()));
+  outer = around.outer, len = around.len, inner = around.inner;
 }
 
 template <class Op>
@@ -188,9 +186,9 @@ void softmax_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   Ctx x(c);
   const TensorImpl& src = arg(c, 0);
-  const int a = normalise_axis(c.args[1].i, src.shape.rank());
-  softmax({static_cast<const float*>(src.backend_state), static_cast<float*>(out(c)), prod(src.shape, 0, a),
-           src.shape[a], prod(src.shape, a + 1, src.shape.rank()), x.stream});
+  const AxisSplit a = split_at(src.shape, normalised_axis(c.args[1].i, src.shape.rank()));
+  softmax({static_cast<const float*>(src.backend_state), static_cast<float*>(out(c)), a.outer, a.len, a.inner,
+           x.stream});
   x.launched();
 }
 
@@ -294,10 +292,10 @@ void cat_kernel(const KernelCall& c) {
   if (c.out.nbytes == 0) return;
   Ctx x(c);
   const std::span<const Tensor> ts = c.args[0].list;
-  const int a = normalise_axis(c.args[1].i, c.out.shape.rank());
+  const int a = normalised_axis(c.args[1].i, c.out.shape.rank());
   const size_t es = dtype_size(c.out.dtype);
-  const int64_t outer = prod(c.out.shape, 0, a), inner = prod(c.out.shape, a + 1, c.out.shape.rank());
-  const size_t dpitch = size_t(c.out.shape[a] * inner) * es;
+  const auto [outer, total, inner] = split_at(c.out.shape, a);
+  const size_t dpitch = size_t(total * inner) * es;
   size_t offset = 0;
   for (const Tensor& t : ts) {
     const size_t width = size_t(t.shape()[a] * inner) * es;
@@ -322,10 +320,11 @@ void cat_kernel(const KernelCall& c) {
 
 void index_select_kernel(const KernelCall& c) {
   const TensorImpl &src = arg(c, 0), &index = arg(c, 2);
-  const int a = normalise_axis(c.args[1].i, src.shape.rank());
+  const int a = normalised_axis(c.args[1].i, src.shape.rank());
+  const AxisSplit around = split_at(src.shape, a);
   IndexSelectLaunch l{int(dtype_size(src.dtype)), src.backend_state,
-                      static_cast<const int32_t*>(index.backend_state), out(c), prod(src.shape, 0, a), src.shape[a],
-                      prod(src.shape, a + 1, src.shape.rank()), index.numel, nullptr};
+                      static_cast<const int32_t*>(index.backend_state), out(c), around.outer, around.len,
+                      around.inner, index.numel, nullptr};
   if (l.count == 0) return;
   Ctx x(c);
   l.stream = x.stream;

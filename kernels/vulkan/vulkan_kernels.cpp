@@ -219,33 +219,19 @@ void rand_kernel(const KernelCall& call) {
 
 // ---- reductions ------------------------------------------------------------------------------------------------------
 
-// x viewed as [outer, r, inner] around `axis` (all elements when the axis is absent).
-struct Around {
-  int64_t outer = 1, r = 1, inner = 1;
-};
-Around around(const Shape& s, int64_t axis) {
-  Around a;
-  for (int d = 0; d < s.rank(); ++d) {
-    if (d < axis) a.outer *= s[d];
-    else if (d == axis) a.r = s[d];
-    else a.inner *= s[d];
-  }
-  return a;
-}
-int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 void reduce_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
-  Around a;
-  if (call.args[1].present) a = around(x.shape, norm_axis(call.args[1].i, x.shape.rank()));
-  else a.r = x.numel;
+  AxisSplit a;
+  if (call.args[1].present) a = split_at(x.shape, normalised_axis(call.args[1].i, x.shape.rank()));
+  else a.len = x.numel;
   const uint64_t n_out = uint64_t(a.outer * a.inner);
-  const bool group = a.r >= 1024 || (a.r >= 64 && n_out < 8192);
+  const bool group = a.len >= 1024 || (a.len >= 64 && n_out < 8192);
   struct {
     uint32_t n_out, r, inner;
-  } p{uint32_t(n_out), uint32_t(a.r), uint32_t(a.inner)};
+  } p{uint32_t(n_out), uint32_t(a.len), uint32_t(a.inner)};
   run(call, "reduce", {kCodes[call.id], int32_t(x.dtype), int32_t(group)}, {A(out), A(x)}, &p, sizeof p,
       group ? grid_for(n_out) : groups(n_out, 256));
 }
@@ -254,10 +240,10 @@ void softmax_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
-  Around a = around(x.shape, norm_axis(call.args[1].i, x.shape.rank()));
+  AxisSplit a = split_at(x.shape, normalised_axis(call.args[1].i, x.shape.rank()));
   struct {
     uint32_t rows, r, inner;
-  } p{uint32_t(a.outer * a.inner), uint32_t(a.r), uint32_t(a.inner)};
+  } p{uint32_t(a.outer * a.inner), uint32_t(a.len), uint32_t(a.inner)};
   run(call, "softmax", {}, {A(out), A(x)}, &p, sizeof p, groups(uint64_t(a.outer * a.inner), 64));
 }
 
@@ -360,8 +346,8 @@ void cat_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   std::span<const Tensor> ts = call.args[0].list;
-  const int64_t axis = norm_axis(call.args[1].i, out.shape.rank());
-  Around a = around(out.shape, axis);
+  const int64_t axis = normalised_axis(call.args[1].i, out.shape.rank());
+  AxisSplit a = split_at(out.shape, int(axis));
   const bool boolean = out.dtype == DType::boolean;
   int64_t off = 0;
   for (const Tensor& t : ts) {
@@ -372,11 +358,11 @@ void cat_kernel(const KernelCall& call) {
       } p{};
       p.n = uint32_t(t.numel());
       p.inner = uint32_t(a.inner);
-      p.total = uint32_t(a.r);
+      p.total = uint32_t(a.len);
       p.off = uint32_t(off);
       p.d = uint32_t(d);
       const uint64_t first = uint64_t(off * a.inner);
-      const uint64_t last = uint64_t(((a.outer - 1) * a.r + off + d) * a.inner);
+      const uint64_t last = uint64_t(((a.outer - 1) * a.len + off + d) * a.inner);
       p.word_begin = uint32_t(first / 4);
       p.word_end = uint32_t((last + 3) / 4);
       p.out_n = uint32_t(out.numel);
@@ -391,8 +377,8 @@ void index_select_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   const TensorImpl& x = *call.tensor(0).impl();
   const TensorImpl& index = *call.tensor(2).impl();
-  const int64_t axis = norm_axis(call.args[1].i, x.shape.rank());
-  Around a = around(x.shape, axis);
+  const int64_t axis = normalised_axis(call.args[1].i, x.shape.rank());
+  AxisSplit a = split_at(x.shape, int(axis));
   // Indices are data, not metadata: reading them is the one synchronisation a kernel does (op table doc).
   if (index.numel > 0) {
     std::vector<int32_t> idx(size_t(index.numel));
@@ -402,15 +388,15 @@ void index_select_kernel(const KernelCall& call) {
       c.read(*A(index), idx.data(), index.nbytes, call.op.name);
     }
     for (size_t j = 0; j < idx.size(); ++j)
-      if (idx[j] < 0 || idx[j] >= a.r)
+      if (idx[j] < 0 || idx[j] >= a.len)
         throw InvalidArgument(std::string(call.op.name), "index",
-                              fmt::format("entry {} is {}, out of range [0, {}) for axis {} of x {}", j, idx[j], a.r,
+                              fmt::format("entry {} is {}, out of range [0, {}) for axis {} of x {}", j, idx[j], a.len,
                                           axis, x.shape.str()));
   }
   if (out.numel == 0) return;
   struct {
     uint32_t n, inner, j, d;
-  } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.r)};
+  } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.len)};
   const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
   run(call, "index_select", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x), A(index)}, &p, sizeof p,
       groups(items, 256));

@@ -152,4 +152,15 @@ class Shape {
 // Row-major contiguous strides, in elements.
 std::array<int64_t, kMaxRank> contiguous_strides(const Shape& s);
 
+// Shape arithmetic every backend's kernels share. Kernels see only calls the output rules accepted, so an axis
+// here is already in range.
+// An axis counted from the front: -1 -> rank - 1.
+constexpr int normalised_axis(int64_t axis, int rank) { return int(axis < 0 ? axis + rank : axis); }
+// A shape seen as [outer, len, inner] around `axis` (in [0, rank)): the layout reductions, softmax, cat and
+// index_select walk.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+AxisSplit split_at(const Shape& s, int axis);
+
 }  // namespace crossfire
