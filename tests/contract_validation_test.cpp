@@ -138,6 +138,47 @@ TEST_F(Validation, ShapeAndAttributeErrorsNameTheArgument) {
   expect_clean_error<ShapeError>([&] { conv2d(img, big_kernel, nullptr, {1, 1}, {0, 0}); });
 }
 
+// cat's shape check is compiled once per rank (rules.cpp), so every rank and axis gets a list that fits and lists
+// that differ in exactly one dim or in rank.
+TEST_F(Validation, CatChecksEveryDimOutsideTheAxisAtEveryRank) {
+  auto ones = [&](const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<float> v(size_t(n), 1.f);
+    return from_data(std::span<const float>(v), IntList(dims), d0);
+  };
+  for (int rank = 1; rank <= kMaxRank; ++rank) {
+    const std::vector<int64_t> base(size_t(rank), 1);
+    const Tensor b = ones(base);
+    for (int axis = 0; axis < rank; ++axis) {
+      SCOPED_TRACE(fmt::format("rank {}, axis {}", rank, axis));
+      for (int k = 0; k < rank; ++k) {
+        std::vector<int64_t> grown = base;
+        grown[size_t(k)] = 2;
+        const std::vector<Tensor> list{b, b, ones(grown), b};
+        if (k == axis) {
+          std::vector<int64_t> expected = base;
+          expected[size_t(axis)] = 5;  // 1 + 1 + 2 + 1
+          EXPECT_EQ(cat(list, axis).shape(), Shape::checked(expected, "test", "expected"));
+          EXPECT_EQ(cat(list, axis - rank).shape(), Shape::checked(expected, "test", "expected"));
+        } else {
+          EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(list, axis); }).param, "tensors[2]");
+        }
+      }
+      std::vector<int64_t> longer = base;
+      longer.push_back(1);
+      if (rank < kMaxRank) {
+        const std::vector<Tensor> ranks{b, ones(longer)};
+        EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(ranks, axis); }).param, "tensors[1]");
+      }
+      if (rank > 1) {
+        const std::vector<Tensor> ranks{b, b, ones(std::vector<int64_t>(size_t(rank - 1), 1))};
+        EXPECT_EQ(expect_clean_error<ShapeError>([&] { cat(ranks, axis); }).param, "tensors[2]");
+      }
+    }
+  }
+}
+
 TEST_F(Validation, HostileSizesAreRejectedBeforeAnyAllocation) {
   EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({-1}, DType::f32, d0); }).param, "shape");
   EXPECT_EQ(expect_clean_error<ShapeError>([&] { zeros({1 << 20, 1 << 20}, DType::f32, d0); }).param, "shape");

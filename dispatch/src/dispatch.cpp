@@ -409,19 +409,16 @@ struct Specialised {
       const TensorImpl* first = a.list[0].impl();
       if (!check_tensor<P>(first, s)) return false;
       // The rest of a list must match its first element's device and dtype (a list shares one dtype), which
-      // covers the dtype set and group too.
-      const uint16_t device = s.device;
-      const DType dtype = first->dtype;
-      bool ok = true;
+      // covers the dtype set and group too; any difference, or autodiff state, leaves a bit set in `bad`.
+      const uint32_t placement = first->placement();
+      uintptr_t bad = 0;
       for (const Tensor& t : a.list.subspan(1)) {
         const TensorImpl* i = t.impl();
         if (i == nullptr) [[unlikely]]
           return false;
-        ok &= i->device.packed() == device;
-        ok &= i->dtype == dtype;
-        ok &= i->autograd == nullptr;
+        bad |= uintptr_t(i->placement() ^ placement) | reinterpret_cast<uintptr_t>(i->autograd);
       }
-      s.ok &= ok;
+      s.ok &= bad == 0;
       return true;
     } else {
       return true;

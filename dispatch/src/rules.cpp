@@ -1,8 +1,10 @@
 // Output rules (validation step 5): each computes an op's output dtype, shape and device from its arguments, or
 // raises ShapeError / InvalidArgument naming the argument. Referenced from kOpTable.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <initializer_list>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -28,12 +30,16 @@ Shape checked_shape(const CallView& c, int p, std::span<const int64_t> dims) {
   return Shape::checked(dims, c.op.name, c.op.params[size_t(p)].name);
 }
 
+[[gnu::cold, noreturn]] void axis_out_of_range(const CallView& c, int p, int64_t axis, int rank) {
+  invalid(c, p,
+          rank == 0 ? fmt::format("axis {} is out of range for a rank-0 tensor", axis)
+                    : fmt::format("axis {} is out of range for rank {} (valid: {}..{})", axis, rank, -rank, rank - 1));
+}
+
 // A valid axis for rank r (negative counts from the end), normalised to [0, r).
-int64_t normalise_axis(const CallView& c, int p, int64_t axis, int rank) {
-  if (rank == 0 || axis < -rank || axis >= rank)
-    invalid(c, p,
-            rank == 0 ? fmt::format("axis {} is out of range for a rank-0 tensor", axis)
-                      : fmt::format("axis {} is out of range for rank {} (valid: {}..{})", axis, rank, -rank, rank - 1));
+inline int64_t normalise_axis(const CallView& c, int p, int64_t axis, int rank) {
+  if (rank == 0 || axis < -rank || axis >= rank) [[unlikely]]
+    axis_out_of_range(c, p, axis, rank);
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -280,28 +286,44 @@ namespace {
                    fmt::format("has shape {}, which differs from `tensors[0]` {} outside axis {}", s.str(),
                                first.str(), axis));
 }
+
+// The sum of the list's dims along `axis`, after checking that every element has rank R and the first element's
+// dims outside `axis`. R is a template parameter so that the per-element comparison is unrolled: for the common
+// ranks it is a handful of instructions per element (docs/benchmarks.md, the list-of-8 case).
+template <int R>
+int64_t cat_total(const CallView& c, std::span<const Tensor> ts, int axis) {
+  const Shape& first = ts[0].shape();
+  int64_t total = 0;
+  for (size_t j = 0; j < ts.size(); ++j) {
+    const Shape& s = ts[j].shape();
+    bool fits = s.rank() == R;  // dims past a shape's rank read as 0, so the loop below is safe either way
+    for (int i = 0; i < R; ++i) fits &= i == axis || s[i] == first[i];
+    if (!fits) [[unlikely]]
+      cat_mismatch(c, j, axis);
+    total += s[axis];  // <= kMaxElements per element and fewer than 2^32 elements: cannot overflow
+  }
+  return total;
+}
+
+template <int... R>
+constexpr auto make_cat_totals(std::integer_sequence<int, R...>) {
+  return std::array<int64_t (*)(const CallView&, std::span<const Tensor>, int), sizeof...(R)>{&cat_total<R + 1>...};
+}
+constexpr auto kCatTotals = make_cat_totals(std::make_integer_sequence<int, kMaxRank>());
 }  // namespace
 
 OutputSpec cat(const CallView& c) {
   const std::span<const Tensor> ts = c.list(0);
   const Shape& first = ts[0].shape();
   const int rank = first.rank();
-  const int64_t axis = normalise_axis(c, 1, c.integer(1), rank);
-  int64_t total = 0;
-  for (size_t j = 0; j < ts.size(); ++j) {
-    const Shape& s = ts[j].shape();
-    // Every dim but the axis must match the first element's (dims past a shape's rank are 0, so reading up to
-    // `rank` is safe even when the ranks differ, which the first comparison catches).
-    bool fits = s.rank() == rank;
-    for (int i = 0; i < rank; ++i) fits &= i == axis || s[i] == first[i];
-    if (!fits) [[unlikely]]
-      cat_mismatch(c, j, axis);
-    total += s[int(axis)];  // each dim is <= kMaxElements, so this cannot overflow before the check below trips
-    if (total > kMaxElements) [[unlikely]]
-      shape_error(c, 0, "result has too many elements");
-  }
+  const int axis = int(normalise_axis(c, 1, c.integer(1), rank));  // so rank is in 1..kMaxRank below
+  if (ts.size() >= (size_t(1) << 32)) [[unlikely]]
+    shape_error(c, 0, "has too many elements");
+  const int64_t total = kCatTotals[size_t(rank - 1)](c, ts, axis);
+  if (total > kMaxElements) [[unlikely]]
+    shape_error(c, 0, "result has too many elements");
   OutputSpec out{ts[0].dtype(), first, c.target};
-  out.shape[int(axis)] = total;
+  out.shape[axis] = total;
   if (out.shape.numel() > kMaxElements) shape_error(c, 0, "result has too many elements");
   return out;
 }

@@ -145,8 +145,8 @@ class Shape {
       dims_[size_t(i)] = d;
     }
   }
+  int rank_ = 0;  // first, so that a TensorImpl's rank shares a cache line with its device (Note [Hot fields])
   std::array<int64_t, kMaxRank + 1> dims_{};  // one spare slot so a rank-6 check can fail without overflow
-  int rank_ = 0;
 };
 
 // Row-major contiguous strides, in elements.
