@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""The GitHub workflows only call the project's own scripts, and call them in ways the scripts understand (issue 5:
+"what runs on GitHub is what runs locally"). actionlint (scripts/lint-workflows.sh) checks the workflow syntax and
+expressions; this checks what actionlint cannot know about this repository:
+
+- every job runs at least one script from scripts/, and every script a `run:` step names exists and is executable;
+- every long option passed to a project script (`--threshold`, `--no-history`) is one that script handles;
+- every environment variable a workflow sets is read by a project script, or is a documented tool variable.
+
+Each check is also run against a planted mistake, so that a check which can no longer fail is itself a failure.
+Run by ctest (label workflows) with /usr/bin/python3; needs PyYAML (python3-yaml, from scripts/install-deps.sh)."""
+import copy
+import glob
+import os
+import re
+import shlex
+import unittest
+
+import yaml
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, ".github", "workflows", "*.yml")))
+
+# Variables a workflow may set that no project script reads, because a tool reads them.
+TOOL_VARIABLES = {
+    "CC": "CMake's C compiler",
+    "CXX": "CMake's C++ compiler",
+    "CCACHE_DIR": "ccache's cache directory (kept between runs by actions/cache)",
+}
+
+# `scripts/NAME`, possibly under a checkout path (`pr/scripts/bench.sh`, `"$PWD"/base/scripts/...`).
+SCRIPT_RE = re.compile(r"(?:^|[\s/\"'])scripts/([A-Za-z0-9_.-]+)")
+
+
+def load_workflow(path):
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
+        raise ValueError(f"{path}: not a workflow (no `jobs` mapping)")
+    return doc
+
+
+def script_text(name):
+    with open(os.path.join(ROOT, "scripts", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def all_scripts_text():
+    texts = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "scripts", "*"))):
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                texts.append(f.read())
+    return "\n".join(texts)
+
+
+def logical_lines(run):
+    """The lines of a `run:` block, with backslash continuations joined."""
+    return run.replace("\\\n", " ").splitlines()
+
+
+def script_calls(run):
+    """(script name, the options after it on its line) for every project script a `run:` block calls."""
+    calls = []
+    for line in logical_lines(run):
+        for m in SCRIPT_RE.finditer(line):
+            rest = line[m.end():]
+            # The options of this call end at the next command separator.
+            rest = re.split(r"&&|\|\||;|\|", rest)[0]
+            try:
+                words = shlex.split(rest, comments=True)
+            except ValueError:
+                words = rest.split()
+            options = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+            calls.append((m.group(1), options))
+    return calls
+
+
+def problems(doc, where, scripts_text):
+    """Every way `doc` (a parsed workflow) breaks the rules above, as messages naming the job and step."""
+    found = []
+    env_keys = [(k, f"{where}: workflow env") for k in (doc.get("env") or {})]
+    for job_name, job in doc["jobs"].items():
+        job_where = f"{where}: job `{job_name}`"
+        env_keys += [(k, f"{job_where} env") for k in (job.get("env") or {})]
+        ran_a_script = False
+        for i, step in enumerate(job.get("steps") or []):
+            step_where = f"{job_where} step {i + 1} ({step.get('name') or step.get('uses') or 'run'})"
+            env_keys += [(k, f"{step_where} env") for k in (step.get("env") or {})]
+            run = step.get("run")
+            if not isinstance(run, str):
+                continue
+            for name, options in script_calls(run):
+                ran_a_script = True
+                path = os.path.join(ROOT, "scripts", name)
+                if not os.path.isfile(path):
+                    found.append(f"{step_where}: calls scripts/{name}, which does not exist")
+                    continue
+                if not os.access(path, os.X_OK):
+                    found.append(f"{step_where}: calls scripts/{name}, which is not executable")
+                text = script_text(name)
+                for opt in options:
+                    if opt not in text:
+                        found.append(f"{step_where}: passes {opt} to scripts/{name}, which does not handle it")
+        if not ran_a_script:
+            found.append(f"{job_where}: runs no project script (scripts/...)")
+    for key, key_where in env_keys:
+        if key in TOOL_VARIABLES:
+            continue
+        if not re.search(r"\$\{?" + re.escape(key) + r"\b|[\"']" + re.escape(key) + r"[\"']", scripts_text):
+            found.append(f"{key_where}: sets {key}, which no script in scripts/ reads")
+    return found
+
+
+class WorkflowsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scripts_text = all_scripts_text()
+        cls.docs = {os.path.relpath(p, ROOT): load_workflow(p) for p in WORKFLOWS}
+
+    def test_there_are_workflows(self):
+        self.assertIn(".github/workflows/ci.yml", self.docs)
+        self.assertIn(".github/workflows/bench.yml", self.docs)
+
+    def test_every_workflow_calls_only_project_scripts_correctly(self):
+        for where, doc in self.docs.items():
+            with self.subTest(workflow=where):
+                self.assertEqual(problems(doc, where, self.scripts_text), [])
+
+    def test_the_test_jobs_cover_what_the_issue_asks(self):
+        # gcc and clang, ASan+UBSan, Vulkan on lavapipe with the validation layer, CUDA compile-only: each a job
+        # whose environment asks scripts/test.sh for it.
+        ci = self.docs[".github/workflows/ci.yml"]["jobs"]
+        compilers = {entry["cxx"] for entry in ci["test"]["strategy"]["matrix"]["include"]}
+        self.assertEqual(compilers, {"g++", "clang++-14"})
+        self.assertEqual(ci["sanitize"]["env"]["CROSSFIRE_SANITIZE"], "1")
+        self.assertEqual(ci["vulkan-lavapipe"]["env"]["CROSSFIRE_VULKAN_VALIDATION"], "1")
+        self.assertIn("-DCROSSFIRE_VULKAN=ON", ci["vulkan-lavapipe"]["env"]["CMAKE_ARGS"])
+        self.assertIn("-DCROSSFIRE_CUDA=ON", ci["cuda-compile"]["env"]["CMAKE_ARGS"])
+
+    # The planted mistakes: each must be reported, or the checks above prove nothing.
+    def planted(self, mutate):
+        doc = copy.deepcopy(self.docs[".github/workflows/ci.yml"])
+        mutate(doc["jobs"])
+        return problems(doc, "planted", self.scripts_text)
+
+    def test_a_missing_script_is_reported(self):
+        def mutate(jobs):
+            jobs["test"]["steps"][-1]["run"] = "scripts/tset.sh"
+        self.assertTrue(any("scripts/tset.sh, which does not exist" in p for p in self.planted(mutate)))
+
+    def test_an_unknown_option_is_reported(self):
+        def mutate(jobs):
+            jobs["workflows"]["steps"][-1]["run"] = "scripts/main.sh --secs 30 && true"
+        found = self.planted(mutate)
+        self.assertTrue(any("passes --secs to scripts/main.sh" in p for p in found), found)
+
+    def test_an_unread_variable_is_reported(self):
+        def mutate(jobs):
+            jobs["vulkan-lavapipe"]["env"]["CTEST_ARG"] = "-L vulkan"
+        self.assertTrue(any("sets CTEST_ARG," in p for p in self.planted(mutate)))
+
+    def test_a_job_without_a_project_script_is_reported(self):
+        def mutate(jobs):
+            jobs["sanitize"]["steps"][-1]["run"] = "cmake -B build && ctest --test-dir build"
+        self.assertTrue(any("job `sanitize`: runs no project script" in p for p in self.planted(mutate)))
+
+    def test_continued_lines_and_separators(self):
+        calls = script_calls('BUILD_DIR="$PWD/b" base/scripts/bench.sh --no-history \\\n  --min-time 0.2 && echo --x')
+        self.assertEqual(calls, [("bench.sh", ["--no-history", "--min-time"])])
+
+
+if __name__ == "__main__":
+    unittest.main()
