@@ -85,7 +85,7 @@ void backward(const Tensor& root, const Tensor& seed_in) {
 
     const OpDef& op = op_def(node->op);
     std::vector<Tensor> grads(node->inputs.size());
-    const std::span<const bool> needs(node->needs.get(), node->inputs.size());
+    const std::span<const bool> needs = node->needs;
     Tensor output(node->output);
     CallView view{op, node->args, node->output->device};
     op.backward(BackwardCall{view, output, grad_out, needs, grads});

@@ -267,20 +267,31 @@ void record_node(OpId id, const ArgPack& args, Tensor& out) {
 namespace detail {
 Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(seq) {
   const OpDef& def = op_def(id);
-  inputs.reserve(size_t(count_input_slots(def, call_args)));
+  const size_t n = size_t(count_input_slots(def, call_args));
+  if (n <= kInlineSlots) {  // Note [Node slots inline]
+    inputs = {inline_inputs_.data(), n};
+    needs = {inline_needs_.data(), n};
+  } else {
+    heap_inputs_ = std::make_unique<Tensor[]>(n);
+    heap_needs_ = std::make_unique<bool[]>(n);
+    inputs = {heap_inputs_.get(), n};
+    needs = {heap_needs_.get(), n};
+  }
+  size_t slot = 0;
   for (int i = 0; i < def.num_params; ++i) {
     const Arg& a = call_args[i];
     if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
-      inputs.push_back(*a.tensor);
+      inputs[slot++] = *a.tensor;
     } else if (a.role == ParamRole::tensor_list) {
-      for (const Tensor& t : a.list) inputs.push_back(t);
+      for (const Tensor& t : a.list) inputs[slot++] = t;
     } else if (a.role == ParamRole::int_list_attr) {
       int_lists.emplace_back(a.ints.begin(), a.ints.end());
     }
   }
-  // Re-point the views at the owned copies (the vectors above no longer grow).
+  // Re-point the views at the owned copies (int_lists no longer grows).
   args = call_args;
-  size_t slot = 0, list = 0;
+  size_t list = 0;
+  slot = 0;
   for (int i = 0; i < def.num_params; ++i) {
     Arg& a = args.args[size_t(i)];
     if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
@@ -294,7 +305,6 @@ Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(s
       a.bytes = {};  // no differentiable op takes bytes
     }
   }
-  needs = std::make_unique<bool[]>(inputs.size());
   slot = 0;
   for (int i = 0; i < def.num_params; ++i) {
     const ParamDef& p = def.params[size_t(i)];
