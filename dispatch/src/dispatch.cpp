@@ -363,7 +363,7 @@ using detail::validate_generic;
 // the kernel call itself (docs/benchmarks.md).
 //
 // The specialisation only ever *accepts* a call. Anything it is not sure of (a failed check, an input carrying
-// autodiff state, a missing kernel or device, no tensor where one is needed, `to` and `from_data`, which dispatch
+// autodiff state where the call could record a node or must refuse it, a missing kernel or device, no tensor where one is needed, `to` and `from_data`, which dispatch
 // runs itself) goes to the generic path, which checks everything again from the start and raises the contract's
 // error in the contract's order. Nothing has happened before the hand-over (no allocation, no counter, no tape),
 // so the fallback cannot be observed, and the two paths cannot disagree about which error a call gets: only the
@@ -376,13 +376,25 @@ struct Specialised {
   static constexpr bool kEligible = Id != kTo && Id != kFromData && (op.has_tensor_params() || kDeviceParam >= 0);
 
   // What the checks have seen so far. `ok` stays true while every check passes and no input carries autodiff
-  // state; a null tensor makes the walk stop at once (there is nothing to read).
+  // state that the call could record or must refuse (accepts_autodiff_state); a null tensor makes the walk stop at
+  // once (there is nothing to read).
   struct Seen {
     const TensorImpl* target = nullptr;  // the first present tensor (Note [Why the first tensor picks the device])
     uint16_t device = 0;
     std::array<int8_t, 4> group{-1, -1, -1, -1};  // dtype groups 1..3
     bool ok = true;
   };
+
+  // Whether parameter P may take an input that carries autodiff state without the generic path: only where the
+  // call cannot record a node because of it (a `constant` parameter, or a differentiable one under no_grad). A
+  // `forbidden` one raises AutodiffError, and recording is the generic path's work.
+  template <size_t P>
+  static bool accepts_autodiff_state() {
+    constexpr GradPolicy g = op.params[P].grad;
+    if constexpr (g == GradPolicy::forbidden) return false;
+    else if constexpr (g == GradPolicy::constant) return true;
+    else return !t_grad_enabled;
+  }
 
   template <size_t P>
   static bool check_tensor(const TensorImpl* t, Seen& s) {
@@ -396,7 +408,8 @@ struct Specialised {
     const int8_t dt = int8_t(t->dtype);
     s.ok &= t->device.packed() == s.device;  // (&= rather than &&: no branch per check)
     s.ok &= p.dtypes.contains(t->dtype);
-    s.ok &= t->autograd == nullptr;
+    if (t->autograd != nullptr) [[unlikely]]
+      s.ok &= accepts_autodiff_state<P>();
     if constexpr (p.same_dtype_group != 0) {
       int8_t& g = s.group[p.same_dtype_group & 3];
       if (g < 0) g = dt;
@@ -419,23 +432,27 @@ struct Specialised {
       const TensorImpl* first = a.list[0].impl();
       if (!check_tensor<P>(first, s)) return false;
       // The rest of a list must match its first element's device and dtype (a list shares one dtype), which
-      // covers the dtype set and group too; any difference, or autodiff state, leaves a bit set in `bad`.
+      // covers the dtype set and group too; any difference leaves a bit set in `bad`, any autodiff state in `meta`.
       const uint32_t placement = first->placement();
-      uintptr_t bad = 0;
+      uint32_t bad = 0;
+      uintptr_t meta = 0;
       for (const Tensor& t : a.list.subspan(1)) {
         const TensorImpl* i = t.impl();
         if (i == nullptr) [[unlikely]]
           return false;
-        bad |= uintptr_t(i->placement() ^ placement) | reinterpret_cast<uintptr_t>(i->autograd);
+        bad |= i->placement() ^ placement;
+        meta |= reinterpret_cast<uintptr_t>(i->autograd);
       }
       s.ok &= bad == 0;
+      if (meta != 0) [[unlikely]]
+        s.ok &= accepts_autodiff_state<P>();
       return true;
     } else {
       return true;
     }
   }
 
-  // Whether the call passes steps 1-4 with no input carrying autodiff state, and if so the backend to run it on.
+  // Whether the call passes steps 1-4 and records no node, and if so the backend to run it on.
   template <size_t... P>
   static Backend* accept(const ArgPack& args, Device& target, std::index_sequence<P...>) {
     // && on the count first: arguments past args.count are not constructed and must not be read.

@@ -3,13 +3,15 @@
 //  - validate() and detail::validate_generic() end the same way: the same output spec, or the same error kind and
 //    message;
 //  - call() and detail::call_generic() too, and when they succeed, with bit-identical outputs, the same tracking
-//    and the same change to every backend's counters and to the autodiff tape.
+//    and the same change to every backend's counters and to the autodiff tape;
+//  - with grad mode on and off (half the calls run under no_grad).
 // The specialisation only accepts calls and hands everything else to the generic path, so any disagreement here
 // is a check the specialisation skipped or a side effect it added.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <set>
 
 #include "crossfire/harness/hostile_call.hpp"
@@ -72,7 +74,12 @@ TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
     PrngChoices c(seed);
     const std::unique_ptr<HostileCall> h = make_hostile_call(c, devices);
     const OpDef& op = op_def(h->id);
-    SCOPED_TRACE(fmt::format("seed {}: {} with {} arguments", seed, op.name, h->pack.count));
+    // Every other call under no_grad, where the specialised path accepts tracked inputs it must not record.
+    const bool no_grad = seed % 2 == 1;
+    std::optional<NoGradGuard> guard;
+    if (no_grad) guard.emplace();
+    SCOPED_TRACE(fmt::format("seed {}: {} with {} arguments{}", seed, op.name, h->pack.count,
+                             no_grad ? ", under no_grad" : ""));
 
     const Outcome fast = outcome_of([&] { return describe(validate(h->id, h->pack)); });
     const Outcome generic = outcome_of([&] { return describe(detail::validate_generic(h->id, h->pack)); });
