@@ -277,44 +277,30 @@ Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(s
     inputs = {heap_inputs_.get(), n};
     needs = {heap_needs_.get(), n};
   }
+  // One pass: copy each tensor into its slot with its `needs` flag, copy each int list, and re-point the view
+  // in `args` at the copy. (int_lists may grow during the pass; moving an inner vector keeps its buffer, so the
+  // spans taken from earlier ones stay valid.)
+  args = call_args;
   size_t slot = 0;
   for (int i = 0; i < def.num_params; ++i) {
-    const Arg& a = call_args[i];
-    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
-      inputs[slot++] = *a.tensor;
-    } else if (a.role == ParamRole::tensor_list) {
-      for (const Tensor& t : a.list) inputs[slot++] = t;
-    } else if (a.role == ParamRole::int_list_attr) {
-      int_lists.emplace_back(a.ints.begin(), a.ints.end());
-    }
-  }
-  // Re-point the views at the owned copies (int_lists no longer grows).
-  args = call_args;
-  size_t list = 0;
-  slot = 0;
-  for (int i = 0; i < def.num_params; ++i) {
     Arg& a = args.args[size_t(i)];
+    const bool differentiable = def.params[size_t(i)].grad == GradPolicy::differentiable;
+    auto keep = [&](const Tensor& t) {
+      needs[slot] = differentiable && is_tracked(t.impl());
+      inputs[slot] = t;
+      return &inputs[slot++];
+    };
     if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) {
-      a.tensor = &inputs[slot++];
+      a.tensor = keep(*a.tensor);
     } else if (a.role == ParamRole::tensor_list) {
-      a.list = std::span<const Tensor>(inputs.data() + slot, a.list.size());
-      slot += a.list.size();
+      const Tensor* first = inputs.data() + slot;
+      for (const Tensor& t : a.list) keep(t);
+      a.list = std::span<const Tensor>(first, a.list.size());
     } else if (a.role == ParamRole::int_list_attr) {
-      a.ints = int_lists[list++];
+      a.ints = int_lists.emplace_back(a.ints.begin(), a.ints.end());
     } else if (a.role == ParamRole::bytes_attr) {
       a.bytes = {};  // no differentiable op takes bytes
     }
-  }
-  slot = 0;
-  for (int i = 0; i < def.num_params; ++i) {
-    const ParamDef& p = def.params[size_t(i)];
-    auto mark = [&](const Tensor& t) {
-      needs[slot++] = p.grad == GradPolicy::differentiable && is_tracked(t.impl());
-    };
-    const Arg& a = args[i];
-    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) mark(*a.tensor);
-    else if (a.role == ParamRole::tensor_list)
-      for (const Tensor& t : a.list) mark(t);
   }
 }
 
