@@ -287,11 +287,12 @@ namespace {
                                first.str(), axis));
 }
 
-// The sum of the list's dims along `axis`, after checking that every element has rank R and the first element's
-// dims outside `axis`. R is a template parameter so that the per-element comparison is unrolled: for the common
-// ranks it is a handful of instructions per element (docs/benchmarks.md, the list-of-8 case).
+// Step 5 of cat for a list whose first element has rank R: every element must have rank R and the first element's
+// dims outside `axis`; the output is the first element's shape with the list's total along `axis`. R is a template
+// parameter so that the per-element comparison and the output's shape are unrolled: for the common ranks it is a
+// handful of instructions per element (docs/benchmarks.md, the list-of-8 case).
 template <int R>
-int64_t cat_total(const CallView& c, std::span<const Tensor> ts, int axis) {
+OutputSpec cat_rank(const CallView& c, std::span<const Tensor> ts, int axis) {
   const Shape& first = ts[0].shape();
   int64_t total = 0;
   for (size_t j = 0; j < ts.size(); ++j) {
@@ -302,30 +303,35 @@ int64_t cat_total(const CallView& c, std::span<const Tensor> ts, int axis) {
       cat_mismatch(c, j, axis);
     total += s[axis];  // <= kMaxElements per element and fewer than 2^32 elements: cannot overflow
   }
-  return total;
+  if (total > kMaxElements) [[unlikely]]
+    shape_error(c, 0, "result has too many elements");
+  // The product of the dims outside `axis` is at most kMaxElements (Shape::checked's invariant), so `numel`
+  // cannot overflow either.
+  OutputSpec out{ts[0].dtype(), Shape(), c.target};
+  int64_t numel = total;
+  for (int i = 0; i < R; ++i) {
+    out.shape.push_back(i == axis ? total : first[i]);
+    if (i != axis) numel *= first[i];
+  }
+  if (numel > kMaxElements) [[unlikely]]
+    shape_error(c, 0, "result has too many elements");
+  return out;
 }
 
 template <int... R>
-constexpr auto make_cat_totals(std::integer_sequence<int, R...>) {
-  return std::array<int64_t (*)(const CallView&, std::span<const Tensor>, int), sizeof...(R)>{&cat_total<R + 1>...};
+constexpr auto make_cat_rules(std::integer_sequence<int, R...>) {
+  return std::array<OutputSpec (*)(const CallView&, std::span<const Tensor>, int), sizeof...(R)>{&cat_rank<R + 1>...};
 }
-constexpr auto kCatTotals = make_cat_totals(std::make_integer_sequence<int, kMaxRank>());
+constexpr auto kCatRules = make_cat_rules(std::make_integer_sequence<int, kMaxRank>());
 }  // namespace
 
 OutputSpec cat(const CallView& c) {
   const std::span<const Tensor> ts = c.list(0);
-  const Shape& first = ts[0].shape();
-  const int rank = first.rank();
+  const int rank = ts[0].rank();
   const int axis = int(normalise_axis(c, 1, c.integer(1), rank));  // so rank is in 1..kMaxRank below
   if (ts.size() >= (size_t(1) << 32)) [[unlikely]]
     shape_error(c, 0, "has too many elements");
-  const int64_t total = kCatTotals[size_t(rank - 1)](c, ts, axis);
-  if (total > kMaxElements) [[unlikely]]
-    shape_error(c, 0, "result has too many elements");
-  OutputSpec out{ts[0].dtype(), first, c.target};
-  out.shape[axis] = total;
-  if (out.shape.numel() > kMaxElements) shape_error(c, 0, "result has too many elements");
-  return out;
+  return kCatRules[size_t(rank - 1)](c, ts, axis);
 }
 
 OutputSpec index_select(const CallView& c) {
