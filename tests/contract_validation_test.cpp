@@ -204,6 +204,38 @@ TEST_F(Validation, HostileSizesAreRejectedBeforeAnyAllocation) {
             "output_size");
 }
 
+// Every tensor's shape keeps Shape::checked's bound: its non-zero dims multiply to at most kMaxElements. A shape
+// with a 0 dim holds no elements, but it must not hide a huge product behind the 0, or the next op that drops the 0
+// (a sum over that axis) would allocate it, and numel() would overflow on the way. zeros() refuses such a shape, so
+// an op must not build one either: broadcasting, cat along another axis, index_select and matmul's batch dims are
+// the ways to try.
+TEST_F(Validation, NoOpBuildsAShapeThatZerosWouldRefuse) {
+  const int64_t g = int64_t(1) << 30;
+  auto empty = [&](std::initializer_list<int64_t> shape, DType dt = DType::f32) { return zeros(shape, dt, d0); };
+  const Tensor g1 = empty({g, 1, 0}), one_g = empty({1, g, 0});
+  EXPECT_EQ(expect_clean_error<ShapeError>([&] { add(g1, one_g); }).param, "");
+  const Tensor c = empty({g, 1, 1, 0}, DType::boolean), a = empty({1, g, 1, 0}), b = empty({1, 1, g, 0});
+  expect_clean_error<ShapeError>([&] { where(c, a, b); });  // numel() of [g, g, g, 0] would overflow int64
+  const std::vector<Tensor> three(3, empty({1, 0, g}));
+  expect_clean_error<ShapeError>([&] { cat(three, 0); });
+  const Tensor x = empty({1, 0, g}), index = empty({4}, DType::i32);
+  expect_clean_error<ShapeError>([&] { index_select(x, 0, index); });
+  const Tensor lhs = empty({g, 1, 0, 1}), rhs = empty({1, g, 1, 0});
+  expect_clean_error<ShapeError>([&] { matmul(lhs, rhs); });
+  // Without a 0 dim the same bound is the element count: broadcasting two bool vectors to 46341 x 46341 (just over
+  // 2^31 - 1) must not allocate the 2 GiB.
+  const Tensor col = empty({46341, 1}, DType::boolean), row = empty({1, 46341}, DType::boolean);
+  expect_clean_error<ShapeError>([&] { logical_and(col, row); });
+  // Step 5 alone (what the harness shapes stand-ins with) holds results to the bound too.
+  const ArgPack pack = ArgPack().of(g1).of(one_g);
+  EXPECT_THROW(output_spec(CallView{op_def(ids::add_id), pack, d0}), ShapeError);
+  // Within the bound, the same ops still build empty results.
+  EXPECT_EQ(add(g1, empty({1, 1, 0})).shape(), Shape({g, 1, 0}));
+  const std::vector<Tensor> two(2, empty({1, 0, g / 2}));
+  EXPECT_EQ(cat(two, 0).shape(), Shape({2, 0, g / 2}));
+  EXPECT_EQ(matmul(empty({2, 1, 0, 1}), empty({1, 3, 1, 1})).shape(), Shape({2, 3, 0, 1}));
+}
+
 TEST_F(Validation, MalformedCallsAreInvalidArguments) {
   Tensor a = f32({2}, d0);
   ArgPack too_few(Arg::of(a));

@@ -123,6 +123,29 @@ inline void for_each_tensor(const OpDef& op, const ArgPack& args, F&& f) {
   throw AutodiffError(std::string(op.name), "autodiff check failed without an offender");
 }
 
+// Note [The element bound]
+// Every tensor's shape has non-zero dims that multiply to at most kMaxElements (2^31-1). Shape::checked enforces it
+// on shapes from caller data, and dispatch on every op's result after the op's rule (output_of below, the end of
+// step 5), so no rule has to remember it. A shape with a 0 dim holds no elements, but the bound still counts its
+// other dims: otherwise broadcasting [2^30, 1, 0] with [1, 2^30, 0] (or cat, index_select or matmul around a 0
+// dim) would build a shape that zeros() refuses, the next op that drops the 0 (a sum over that axis) would ask the
+// backend for 2^60 elements, and numel() could overflow on the way. With the bound, numel() never overflows and
+// no chain of ops reaches a size that the caller could not have asked for directly.
+[[gnu::cold, noreturn]] void throw_result_too_large(const OpDef& op, const Shape& shape) {
+  throw ShapeError(std::string(op.name), "",
+                   fmt::format("the result's shape {} is out of range: its non-zero dims multiply to more than {}, "
+                               "the most elements a tensor may have",
+                               shape.str(), kMaxElements));
+}
+
+// Step 5: the op's output rule, then the element bound. Both paths call this one function.
+[[gnu::always_inline]] inline OutputSpec output_of(const OpDef& op, const CallView& call) {
+  OutputSpec spec = op.output(call);
+  if (!spec.shape.within_element_bound()) [[unlikely]]
+    throw_result_too_large(op, spec.shape);
+  return spec;
+}
+
 struct Checked {
   TargetInfo target;
   bool record = false;  // a differentiable input is tracked and grad mode is on
@@ -309,15 +332,15 @@ Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(s
 OutputSpec validate_generic(OpId id, const ArgPack& args) {
   const OpDef& op = op_def(id);
   Checked c = check_arguments(op, args);
-  OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5. shape and attributes
+  OutputSpec spec = output_of(op, CallView{op, args, c.target.device});  // 5. shape and attributes
   plan(id, op, spec, c);
   return spec;
 }
 
 Tensor call_generic(OpId id, const ArgPack& args) {
   const OpDef& op = op_def(id);
-  const Checked c = check_arguments(op, args);                             // 1-4
-  const OutputSpec spec = op.output(CallView{op, args, c.target.device});  // 5
+  const Checked c = check_arguments(op, args);                                 // 1-4
+  const OutputSpec spec = output_of(op, CallView{op, args, c.target.device});  // 5
   const Plan p = plan(id, op, spec, c);
   // Validation is over: from here on, side effects.
   Backend& out_backend = id == kTo ? backend(spec.device.backend) : *p.backend;
@@ -349,11 +372,12 @@ using detail::validate_generic;
 // the kernel call itself (docs/benchmarks.md).
 //
 // The specialisation only ever *accepts* a call. Anything it is not sure of (a failed check, an input carrying
-// autodiff state where the call could record a node or must refuse it, a missing kernel or device, no tensor where one is needed, `to` and `from_data`, which dispatch
-// runs itself) goes to the generic path, which checks everything again from the start and raises the contract's
-// error in the contract's order. Nothing has happened before the hand-over (no allocation, no counter, no tape),
-// so the fallback cannot be observed, and the two paths cannot disagree about which error a call gets: only the
-// generic one raises before step 5, and step 5 (the output rule) is the same function on both.
+// autodiff state where the call could record a node or must refuse it, a missing kernel or device, no tensor where
+// one is needed, `to` and `from_data`, which dispatch runs itself) goes to the generic path, which checks
+// everything again from the start and raises the contract's error in the contract's order. Nothing has happened
+// before the hand-over (no allocation, no counter, no tape), so the fallback cannot be observed, and the two paths
+// cannot disagree about which error a call gets: only the generic one raises before step 5, and step 5 (output_of:
+// the op's rule, then the element bound) is the same function on both.
 // tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls.
 template <OpId Id>
 struct Specialised {
@@ -468,7 +492,7 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       if (Backend* b = plan(args, target, kernel)) [[likely]] {
-        const OutputSpec spec = op.output(CallView{op, args, target});  // step 5 may still raise
+        const OutputSpec spec = output_of(op, CallView{op, args, target});  // step 5 may still raise
         Tensor out(b->allocate(spec.device, spec.dtype, spec.shape, op.name));
         b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
         return out;
@@ -482,7 +506,7 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       if (plan(args, target, kernel) != nullptr) [[likely]]
-        return op.output(CallView{op, args, target});
+        return output_of(op, CallView{op, args, target});
     }
     return validate_generic(Id, args);
   }
@@ -504,6 +528,8 @@ constexpr auto kValidateTable = make_validate_table(std::make_index_sequence<siz
 }
 
 }  // namespace
+
+OutputSpec output_spec(const CallView& call) { return output_of(call.op, call); }
 
 OutputSpec validate(OpId id, const ArgPack& args) {
   if (id >= kNumOps) [[unlikely]]

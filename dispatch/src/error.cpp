@@ -65,7 +65,9 @@ DTypeMismatch::DTypeMismatch(std::string op, std::string p, DType g, DTypeSet ac
       accepted(acc) {}
 
 ShapeError::ShapeError(std::string op, std::string p, std::string message)
-    : Error(ErrorKind::shape, op, fmt::format("{}: `{}`: {}", op, p, message)), param(std::move(p)) {}
+    : Error(ErrorKind::shape, op,
+            p.empty() ? fmt::format("{}: {}", op, message) : fmt::format("{}: `{}`: {}", op, p, message)),
+      param(std::move(p)) {}
 
 InvalidArgument::InvalidArgument(std::string op, std::string p, std::string message)
     : Error(ErrorKind::invalid_argument, op,

@@ -302,7 +302,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
     // A stand-in, so that later nodes are still checked: the output rule gives its dtype and shape.
     try {
       Device target = map(pred[v].device);
-      OutputSpec spec = op.output(CallView{op, pack, target});
+      OutputSpec spec = output_spec(CallView{op, pack, target});  // never a size no tensor may have
       spec.device = map(pred[v].device);
       res.tensors[v] = make_standin(spec, pred[v].tracked && grad_enabled(), v);
       res.standin[v] = true;

@@ -126,6 +126,20 @@ class Shape {
     for (int i = 0; i < rank_; ++i) n *= dims_[size_t(i)];
     return n;
   }
+  // Whether the non-zero dims multiply to at most kMaxElements (Note [The element bound] in dispatch.cpp): true of
+  // every shape from Shape::checked and of every tensor's shape.
+  constexpr bool within_element_bound() const {
+    // Unsigned, so a negative dim reads as huge; while `n` stays within the bound, n * d cannot wrap (both are
+    // below 2^32), and once anything is over, `over` stays set whatever `n` becomes.
+    uint64_t n = 1;
+    bool over = false;
+    for (int i = 0; i < rank_; ++i) {
+      const uint64_t d = uint64_t(dims_[size_t(i)]);
+      n *= d == 0 ? 1 : d;
+      over |= (d | n) > uint64_t(kMaxElements);
+    }
+    return !over;
+  }
   constexpr std::span<const int64_t> dims() const { return {dims_.data(), size_t(rank_)}; }
   friend constexpr bool operator==(const Shape& a, const Shape& b) {
     if (a.rank_ != b.rank_) return false;

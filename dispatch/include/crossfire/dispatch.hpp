@@ -17,6 +17,11 @@ Tensor call(OpId id, const ArgPack& args);
 // the output spec. The harness's bad-input oracle and the benchmarks use it.
 OutputSpec validate(OpId id, const ArgPack& args);
 
+// Validation step 5 alone, on a call whose steps 1-4 are taken as passed: the op's output rule, then the bound on
+// every tensor's size (Note [The element bound] in dispatch.cpp). Raises ShapeError / InvalidArgument. Both
+// dispatch paths run exactly this; the harness uses it to shape stand-ins for values whose node failed.
+OutputSpec output_spec(const CallView& call);
+
 namespace detail {
 // Dispatch's generic path alone, which call() and validate() hand every call they do not take themselves (Note
 // [Specialised fast path] in dispatch.cpp). For the test that checks the two paths agree; use call() and

@@ -88,7 +88,7 @@ class AutodiffError : public Error {
 class ShapeError : public Error {
  public:
   ShapeError(std::string op, std::string param, std::string message);
-  std::string param;
+  std::string param;  // empty when no one argument is to blame (a result over the element bound)
 };
 
 class InvalidArgument : public Error {
