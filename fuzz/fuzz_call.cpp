@@ -41,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error& e) {
     generic = e.what();
   }
+  // Every result keeps the element bound, however its inputs were shaped (Note [The element bound]).
+  try {
+    const Shape shape = validate(id, pack).shape;
+    if (!shape.within_element_bound()) {
+      std::fprintf(stderr, "%s: validate() accepted the result shape %s, over the element bound\n",
+                   std::string(op.name).c_str(), shape.str().c_str());
+      std::abort();
+    }
+  } catch (const Error&) {
+  }
   if (fast != generic) {
     std::fprintf(stderr, "%s: validate() says \"%s\", the generic path says \"%s\"\n", std::string(op.name).c_str(),
                  fast.c_str(), generic.c_str());

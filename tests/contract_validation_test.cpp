@@ -2,6 +2,8 @@
 // the op and the argument, before any side effect.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "support/backend_under_test.hpp"
@@ -193,6 +195,10 @@ TEST_F(Validation, HostileSizesAreRejectedBeforeAnyAllocation) {
   EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { from_bytes(three, {1}, DType::f32, d0); }).param, "data");
   std::vector<uint8_t> two{2};
   EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { from_bytes(two, {1}, DType::boolean, d0); }).param, "data");
+  // A step near INT64_MAX takes one element per axis (ceil(span / step) without computing span + step).
+  const int64_t huge_step = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(slice(f32({2, 3}, d0), {0, 1}, {2, 3}, {huge_step, huge_step}).shape(), Shape({1, 1}));
+  EXPECT_EQ(slice(f32({2, 3}, d0), {0, 1}, {2, 3}, {huge_step - 1, 2}).shape(), Shape({1, 1}));
   // Spatial sizes whose product overflows int64 if multiplied naively.
   Tensor img = f32({1, 1, 1, 1}, d0);
   expect_clean_error<InvalidArgument>(

@@ -104,6 +104,16 @@ TEST(Reference, RejectsBadCalls) {
   EXPECT_NO_THROW(ref::evaluate({ids::logical_not_id, {b}}));
 }
 
+// A step near INT64_MAX takes the first element of each axis; the walk must not compute start + step.
+TEST(Reference, SliceWithAHugeStep) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  ref::RefTensor x{DType::f32, Shape{2, 3}, {1, 2, 3, 4, 5, 6}};
+  ref::RefResult r = ref::evaluate(
+      {ids::slice_id, {x, std::vector<int64_t>{0, 1}, std::vector<int64_t>{2, 3}, std::vector<int64_t>{huge, huge}}});
+  EXPECT_EQ(r.value.shape, Shape({1, 1}));
+  EXPECT_EQ(r.value.values, (std::vector<double>{2}));
+}
+
 TEST(Reference, ReadsDispatchArguments) {
   CROSSFIRE_REQUIRE_DEVICE(d, 0);
   CallBuilder c(ids::conv2d_id, "absent bias");

@@ -256,7 +256,8 @@ OutputSpec slice(const CallView& c) {
       invalid(c, 1, fmt::format("start {} on axis {} is out of range [0, {}]", start, i, dim));
     if (stop < start || stop > dim)
       invalid(c, 2, fmt::format("stop {} on axis {} is out of range [{}, {}]", stop, i, start, dim));
-    out.push_back((stop - start + step - 1) / step);
+    const int64_t span = stop - start;                     // in [0, dim]
+    out.push_back(span == 0 ? 0 : (span - 1) / step + 1);  // ceil(span / step), even for a step near INT64_MAX
   }
   return {x.dtype(), out, c.target};
 }

@@ -737,7 +737,9 @@ RefResult ev_slice(const Ctx& c) {
     if (start < 0 || start > dim) c.fail("starts", fmt::format("start {} is outside [0, {}]", start, dim));
     if (stop < start || stop > dim) c.fail("stops", fmt::format("stop {} is outside [{}, {}]", stop, start, dim));
     int64_t count = 0;
-    for (int64_t p = start; p < stop; p += step) ++count;  // plainly: start, start+step, ... below stop
+    // Plainly: start, start+step, ... below stop (a step past `stop` ends the walk without computing p + step,
+    // which can overflow for a step near INT64_MAX).
+    for (int64_t p = start; p < stop; p = step >= stop - p ? stop : p + step) ++count;
     out.push_back(count);
   }
   Index xs = strides_of(x.shape);

@@ -40,10 +40,28 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
     return Device{devices[0].backend, uint8_t(backend(devices[0].backend).device_count())};
   };
   auto tensor = [&]() -> const Tensor& {
+    // Now and then the previous tensor again: add(x, x), cat([x, x, x]).
+    if (!h.tensors.empty() && c.coin(1, 4)) {
+      h.tensors.push_back(h.tensors.back());
+      return h.tensors.back();
+    }
     const DType dt = kAllDTypes[size_t(c.range(0, 2))];
     Shape s;
     const int rank = int(c.range(0, 5));
-    for (int i = 0; i < rank; ++i) s.push_back(c.range(0, 4));
+    if (rank > 0 && c.coin(1, 8)) {
+      // Empty, with huge dims beside the 0: free to build, and what broadcasting, cat or matmul could multiply
+      // past the element bound (Note [The element bound] in dispatch.cpp). The tensor itself keeps the bound.
+      const int zero_at = int(c.range(0, rank - 1));
+      int64_t product = 1;
+      for (int i = 0; i < rank; ++i) {
+        int64_t d = i == zero_at ? 0 : c.coin(1, 2) ? c.range(1, 4) : int64_t(1) << c.range(10, 30);
+        if (d > kMaxElements / product) d = 1;
+        product *= d == 0 ? 1 : d;
+        s.push_back(d);
+      }
+    } else {
+      for (int i = 0; i < rank; ++i) s.push_back(c.range(0, 4));
+    }
     std::vector<uint8_t> bytes(size_t(s.numel()) * dtype_size(dt));
     for (auto& b : bytes) b = uint8_t(c.range(0, dt == DType::boolean ? 1 : 255));
     h.tensors.push_back(from_bytes(bytes, s.dims(), dt, devices[size_t(c.range(0, int64_t(devices.size()) - 1))]));

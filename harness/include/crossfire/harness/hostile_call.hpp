@@ -28,9 +28,10 @@ struct HostileCall {
 };
 
 // An op from the table and a pack for it: the op's roles almost always (sometimes a wrong role or a wrong count);
-// tensors of any dtype, rank 0..5 and dims 0..4 on any of `devices`, f32 ones tracked now and then; attributes
-// with huge, negative and out-of-range values; lists empty or long; devices past the last one. Tensors are made
-// with from_bytes, so building a call needs no kernel. `devices` must not be empty.
+// tensors of any dtype, rank 0..5 and dims 0..4 (or empty, with dims up to 2^30 beside the 0) on any of `devices`,
+// f32 ones tracked now and then, sometimes the previous tensor again; attributes with huge, negative and out-of-range values; lists empty or long;
+// devices past the last one. Tensors are made with from_bytes, so building a call needs no kernel. `devices` must
+// not be empty.
 std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const Device> devices);
 
 }  // namespace crossfire::harness
