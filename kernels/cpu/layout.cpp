@@ -37,7 +37,9 @@ void slice_kernel(const KernelCall& c) {
   const std::span<const int64_t> steps = c.args[param_of("slice", "steps")].ints;
   strided_copy(c, [&](StridedPlan<1>& p, const std::array<int64_t, kMaxRank>& xs) {
     for (size_t i = 0; i < starts.size(); ++i) {
-      p.strides[0][i] = xs[i] * steps[i];
+      // A step may be huge when the axis keeps one element; its stride is then never used (and must not
+      // overflow). Otherwise step < dim, so the product stays below the input's size.
+      p.strides[0][i] = c.out.shape[int(i)] <= 1 ? 0 : xs[i] * steps[i];
       p.base[0] += xs[i] * starts[i];
     }
   });

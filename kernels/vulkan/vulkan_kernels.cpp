@@ -331,7 +331,8 @@ void slice_kernel(const KernelCall& call) {
   std::span<const int64_t> starts = call.args[1].ints, steps = call.args[3].ints;
   int64_t base = 0;
   for (int d = 0; d < x.shape.rank(); ++d) {
-    s[size_t(d)] = cs[size_t(d)] * steps[size_t(d)];
+    // A step may be huge when the axis keeps one element; its stride is then never used (and must not overflow).
+    s[size_t(d)] = call.out.shape[d] <= 1 ? 0 : cs[size_t(d)] * steps[size_t(d)];
     base += starts[size_t(d)] * cs[size_t(d)];
   }
   gather(call, x, base, s);
