@@ -48,20 +48,17 @@ Shape Shape::checked(std::span<const int64_t> dims, std::string_view op, std::st
   if (dims.size() > size_t(kMaxRank))
     throw ShapeError(std::string(op), std::string(param),
                      fmt::format("rank {} is above the maximum rank {}", dims.size(), kMaxRank));
-  // Invariant: the product of the non-zero dims is at most kMaxElements, so any shape built from these dims by an
-  // op (cat, expand, matmul) can be multiplied out without overflow, even when another dim is 0.
+  // The element bound (Note [The element bound] in dispatch.cpp): the non-zero dims multiply to at most
+  // kMaxElements, so any shape an op builds from these dims can be multiplied out without overflow.
   Shape s;
-  int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0)
       throw ShapeError(std::string(op), std::string(param), fmt::format("negative dimension {}", d));
-    int64_t next = 0;
-    if (d != 0 && (__builtin_mul_overflow(n, d, &next) || next > kMaxElements))
-      throw ShapeError(std::string(op), std::string(param),
-                       fmt::format("[{}] has more than {} elements", fmt::join(dims, ", "), kMaxElements));
-    if (d != 0) n = next;
     s.push_back(d);
   }
+  if (!s.within_element_bound())
+    throw ShapeError(std::string(op), std::string(param),
+                     fmt::format("[{}] has more than {} elements", fmt::join(dims, ", "), kMaxElements));
   return s;
 }
 
@@ -75,6 +72,18 @@ std::array<int64_t, kMaxRank> contiguous_strides(const Shape& s) {
     acc *= s[i];
   }
   return st;
+}
+
+SliceView slice_view(const Shape& in, const Shape& out, std::span<const int64_t> starts,
+                     std::span<const int64_t> steps) {
+  const std::array<int64_t, kMaxRank> st = contiguous_strides(in);
+  SliceView v;
+  for (int i = 0; i < in.rank(); ++i) {
+    v.offset += starts[size_t(i)] * st[size_t(i)];
+    // With two or more elements kept, step < dim, so the product stays below the input's size.
+    v.strides[size_t(i)] = out[i] <= 1 ? 0 : st[size_t(i)] * steps[size_t(i)];
+  }
+  return v;
 }
 
 AxisSplit split_at(const Shape& s, int axis) {

@@ -35,13 +35,10 @@ void permute_kernel(const KernelCall& c) {
 void slice_kernel(const KernelCall& c) {
   const std::span<const int64_t> starts = c.args[param_of("slice", "starts")].ints;
   const std::span<const int64_t> steps = c.args[param_of("slice", "steps")].ints;
-  strided_copy(c, [&](StridedPlan<1>& p, const std::array<int64_t, kMaxRank>& xs) {
-    for (size_t i = 0; i < starts.size(); ++i) {
-      // A step may be huge when the axis keeps one element; its stride is then never used (and must not
-      // overflow). Otherwise step < dim, so the product stays below the input's size.
-      p.strides[0][i] = c.out.shape[int(i)] <= 1 ? 0 : xs[i] * steps[i];
-      p.base[0] += xs[i] * starts[i];
-    }
+  strided_copy(c, [&](StridedPlan<1>& p, const std::array<int64_t, kMaxRank>&) {
+    const SliceView v = slice_view(impl_of(c, 0).shape, c.out.shape, starts, steps);
+    p.strides[0] = v.strides;
+    p.base[0] += v.offset;
   });
 }
 

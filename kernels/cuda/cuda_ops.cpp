@@ -259,15 +259,13 @@ void permute_kernel(const KernelCall& c) {
 
 void slice_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
-  const TensorImpl& src = arg(c, 0);
-  const auto st = strides_of(src.shape);
+  const SliceView sv = slice_view(arg(c, 0).shape, c.out.shape, c.args[1].ints, c.args[3].ints);
   Strided v;
   v.rank = c.out.shape.rank();
+  v.offset = sv.offset;
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = int32_t(c.out.shape[i]);
-    // A step may be huge when the axis keeps one element; its stride is then never used (and must not overflow).
-    v.stride[i] = c.out.shape[i] <= 1 ? 0 : int32_t(st[size_t(i)] * c.args[3].ints[size_t(i)]);
-    v.offset += c.args[1].ints[size_t(i)] * st[size_t(i)];
+    v.stride[i] = int32_t(sv.strides[size_t(i)]);
   }
   gather_view(c, v);
 }

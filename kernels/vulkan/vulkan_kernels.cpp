@@ -327,15 +327,8 @@ void permute_kernel(const KernelCall& call) {
 
 void slice_kernel(const KernelCall& call) {
   const TensorImpl& x = *call.tensor(0).impl();
-  std::array<int64_t, kMaxRank> cs = contiguous_strides(x.shape), s{};
-  std::span<const int64_t> starts = call.args[1].ints, steps = call.args[3].ints;
-  int64_t base = 0;
-  for (int d = 0; d < x.shape.rank(); ++d) {
-    // A step may be huge when the axis keeps one element; its stride is then never used (and must not overflow).
-    s[size_t(d)] = call.out.shape[d] <= 1 ? 0 : cs[size_t(d)] * steps[size_t(d)];
-    base += starts[size_t(d)] * cs[size_t(d)];
-  }
-  gather(call, x, base, s);
+  const SliceView v = slice_view(x.shape, call.out.shape, call.args[1].ints, call.args[3].ints);
+  gather(call, x, v.offset, v.strides);
 }
 
 void expand_kernel(const KernelCall& call) {

@@ -176,5 +176,14 @@ struct AxisSplit {
   int64_t outer = 1, len = 1, inner = 1;
 };
 AxisSplit split_at(const Shape& s, int axis);
+// A slice of `in` (shape `out`) as a strided view of it, in elements: the offset of its first element and, per
+// axis, the distance between kept elements: the contiguous stride times the step, or 0 on an axis that keeps at
+// most one element, whose step may be anything up to INT64_MAX and is never used (so it is never multiplied).
+struct SliceView {
+  int64_t offset = 0;
+  std::array<int64_t, kMaxRank> strides{};
+};
+SliceView slice_view(const Shape& in, const Shape& out, std::span<const int64_t> starts,
+                     std::span<const int64_t> steps);
 
 }  // namespace crossfire
