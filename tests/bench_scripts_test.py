@@ -235,6 +235,29 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("none.json does not exist", r.stderr)
 
+    def test_summary_reports_harness_rates_and_says_when_kernels_did_not_run(self):
+        def reps(name, times, unit="ns", **counters):
+            return [{"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times),
+                     "repetition_index": i, "threads": 1, "iterations": 100, "real_time": t, "cpu_time": t,
+                     "time_unit": unit, **counters} for i, t in enumerate(times)]
+        # 40 us per program is 25,000/s (over the 20,000/s target); 100 us per campaign program is 10,000/s.
+        extra = (reps("BM_GenerateTenNodePrograms", [50.0, 40.0, 30.0], "us") +
+                 reps("BM_CampaignProgramsAllOracles", [0.1, 0.1, 0.1], "ms", **{"checks/program": 60.0}))
+        r = run("bench_summary.py", self.write("run.json", gbench_json([80] * 3, extra=extra)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("valid 10-node programs generated: 25,000/s; target >= 20,000/s: yes", r.stdout)
+        self.assertIn("one campaign worker): 10,000/s (60.0 checks per program)", r.stdout)
+        self.assertNotIn("printed and parsed", r.stdout)  # not in the run: no line, not a made-up rate
+        self.assertIn("Kernel benchmarks: none in this run", r.stdout)
+        # Slower than the target says so; kernel benchmarks in the run are counted, a skipped one as skipped.
+        extra = (reps("BM_GenerateTenNodePrograms", [100.0], "us") + reps("kernel/add/cpu/small", [5.0]) +
+                 [dict(reps("kernel/add/vulkan/small", [0.0])[0], error_occurred=True,
+                       error_message="unsupported: no kernel")])
+        r = run("bench_summary.py", self.write("run2.json", gbench_json([80] * 3, extra=extra)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("10,000/s; target >= 20,000/s: **no**", r.stdout)
+        self.assertIn("Kernel benchmarks in this run: 2 (registered from the op table), 1 ran, 1 skipped", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
