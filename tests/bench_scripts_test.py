@@ -235,6 +235,25 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("none.json does not exist", r.stderr)
 
+    def test_summary_judges_the_dispatch_target_on_the_repetitions(self):
+        def case(name, api, direct_alloc):
+            return (gbench_json(api, f"dispatch/cpu/{name}/api")["benchmarks"] +
+                    gbench_json(direct_alloc, f"dispatch/cpu/{name}/direct_alloc")["benchmarks"])
+        steady = [30.0, 30.2, 29.8, 30.1, 29.9, 30.0, 30.3, 29.7, 30.0]
+        noisy = [36.0, 44.0, 38.0, 45.0, 39.0, 41.0, 37.0, 43.0, 40.0]  # median 40, spread +-5
+        extra = (case("1_tensor_neg", [x + 5 for x in steady], steady) +     # 5 ns over, tight: within 10
+                 case("3_tensors_where", [x + 15 for x in steady], steady) +  # 15 ns over, tight: over 10
+                 case("list_8_cat", noisy, steady) +                          # 10 +- 5 ns: cannot tell
+                 case("0_tensors_full", [35.0, 36.0], [30.0, 30.0]))          # too few repetitions
+        r = run("bench_summary.py", self.write("run.json", gbench_json([80] * 3, extra=extra)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        verdict = {c: line.split("CPU: ", 1)[1] for line in r.stdout.splitlines() if "<= 10 ns" in line
+                   for c in ["1_tensor_neg", "3_tensors_where", "list_8_cat", "0_tensors_full"] if f" {c}," in line}
+        self.assertTrue(verdict["1_tensor_neg"].startswith("yes (95% interval"), verdict)
+        self.assertTrue(verdict["3_tensors_where"].startswith("**no** (95% interval"), verdict)
+        self.assertTrue(verdict["list_8_cat"].startswith("unclear (95% interval"), verdict)
+        self.assertEqual(verdict["0_tensors_full"], "yes (medians only: fewer than 3 repetitions)")
+
     def test_summary_reports_harness_rates_and_says_when_kernels_did_not_run(self):
         def reps(name, times, unit="ns", **counters):
             return [{"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times),
