@@ -487,5 +487,28 @@ std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
 
 INSTANTIATE_TEST_SUITE_P(EveryRule, GradCheck, ::testing::Range(size_t(0), all_cases().size()), case_name);
 
+// Softmax is unchanged by adding a constant along its axis, so a gradient that is the same along the axis (here
+// d(sum(softmax(x) * c))/d softmax = c everywhere) must give exactly 0: sum(c * y) = c * sum(y) = c. The rule
+// y * (g - sum(g * y)) computes c - c * sum(y), and sum(y) is 1 only up to f32 rounding, so with c ~ 1e30 it returned
+// rounding noise of ~c * eps * y (2^74 here) whose sign and size depended on each backend's summation order: the
+// campaign found cpu:0 and vulkan:0 disagreeing by 2^74 on d/dx of a matmul over a softmax (seed 20261201). The rule
+// now takes max(g) out of g first, which softmax's Jacobian ignores, so a constant g is exactly 0 on every backend.
+TEST(AutodiffGradCheck, SoftmaxOfAConstantUpstreamGradientIsExactlyZero) {
+  CROSSFIRE_REQUIRE_DEVICE(dev, 0);
+  const std::vector<float> xs = {0.0f, 0.23120117f, 0.43164062f, -1.5f, 2.75f, 0.1f};  // y does not sum to 1 exactly
+  for (const float c : {1.0f, 3.0f, 1e30f, -7e29f}) {
+    for (const int64_t axis : {int64_t(0), int64_t(-1)}) {
+      try {
+        Tensor x = from_data(std::span<const float>(xs), {2, 3}, dev);
+        x.set_requires_grad();
+        backward(sum(mul(softmax(x, axis), full({}, c, DType::f32, dev))));
+        for (float gi : x.grad().to_f32()) EXPECT_EQ(gi, 0.0f) << "c = " << c << ", axis " << axis;
+      } catch (const Unsupported& e) {
+        GTEST_SKIP() << "not supported on this backend yet: " << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace crossfire

@@ -283,12 +283,20 @@ void index_select(const BackwardCall& b) {
 
 // ---- nn ------------------------------------------------------------------------------------------------------------
 
-// dx = y * (g - sum(g * y)) along the axis (the softmax Jacobian, diag(y) - y y^T, applied to g).
+// dx = y * (g - sum(g * y)) along the axis (the softmax Jacobian, diag(y) - y y^T, applied to g), computed with
+// g - max(g) in place of g. The Jacobian sends a g that is constant along the axis to 0 (sum(y) = 1), so the shift
+// changes nothing in exact arithmetic; in f32, sum(y) is 1 only up to rounding, and g - sum(g * y) for a large g
+// that is (nearly) constant along the axis is then rounding noise of size |g| * eps, different on every backend.
+// After the shift the terms are only as large as g's spread along the axis, and a constant g gives exactly 0 (the
+// same trick as softmax's own max subtraction). tests: AutodiffGradCheck.SoftmaxOfAConstantUpstreamGradient...
 void softmax(const BackwardCall& b) {
   const Tensor& y = b.output;
   const int64_t axis = b.call.integer(1);
-  Tensor dot = crossfire::sum(crossfire::mul(b.grad, y), axis, /*keepdim=*/true);
-  b.grads[0] = crossfire::mul(y, crossfire::sub(b.grad, dot));
+  Tensor g = b.grad;
+  if (y.shape()[int(axis_of(axis, y.rank()))] > 0)  // max is not defined over an empty axis (nor needed)
+    g = crossfire::sub(g, crossfire::max(g, axis, /*keepdim=*/true));
+  Tensor dot = crossfire::sum(crossfire::mul(g, y), axis, /*keepdim=*/true);
+  b.grads[0] = crossfire::mul(y, crossfire::sub(g, dot));
 }
 
 // conv2d as im2col + GEMM: out[n] = W2 [O, C*kh*kw] x unfold(input)[n] [C*kh*kw, L] (+ bias). So
