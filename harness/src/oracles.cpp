@@ -32,6 +32,7 @@ PlantedFault parse_planted_fault(std::string_view n) {
   if (n == "perturb_float_output") return PlantedFault::perturb_float_output;
   if (n == "flip_exact_output") return PlantedFault::flip_exact_output;
   if (n == "scale_gradient") return PlantedFault::scale_gradient;
+  if (n == "skew_gradient") return PlantedFault::skew_gradient;
   if (n == "accept_bad_input") return PlantedFault::accept_bad_input;
   return PlantedFault::none;
 }
@@ -406,7 +407,7 @@ class Checker {
             rt = {DType::f32, p_.values[size_t(leaf)].input().shape, {}};
             rt.values.assign(size_t(rt.shape.numel()), 0.0);
           }
-          if (o_.fault == PlantedFault::scale_gradient)
+          if (o_.fault == PlantedFault::scale_gradient || (o_.fault == PlantedFault::skew_gradient && di > 0))
             for (double& x : rt.values) x = x * 1.5 + 0.25;
           g.push_back(std::move(rt));
         }
@@ -521,8 +522,11 @@ class Checker {
           double tol = 1e-2 * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
           if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol) {
             fail(OracleKind::gradients, root,
-                 fmt::format("devices disagree on d(sum %{})/d%{}: element {} is {} on {} and {} on {}", root, leaf, i,
-                             format_float(ga[i]), devices_[*first].str(), format_float(gb[i]), devices_[di].str()),
+                 // (The value ids come after the first colon: Failure::signature() must not change when the
+                 // reducer renumbers values.)
+                 fmt::format("devices disagree on a gradient: d(sum %{})/d%{}, element {} is {} on {} and {} on {}",
+                             root, leaf, i, format_float(ga[i]), devices_[*first].str(), format_float(gb[i]),
+                             devices_[di].str()),
                  fmt::format("tolerance {}", format_float(tol)));
             return;
           }

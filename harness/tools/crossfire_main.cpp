@@ -1,5 +1,8 @@
 // The `crossfire` command: backends, run (a campaign), replay, reduce. See docs/program-format.md for programs.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,27 @@ using namespace crossfire;
 using namespace crossfire::harness;
 
 namespace {
+
+// The failure a program file was saved for: its first line, `# oracle|op|kind` (Failure::signature()), as the
+// campaign and `crossfire reduce` write it; nullopt for a file without one.
+std::optional<std::string> recorded_signature(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (!std::getline(f, line) || line.size() > 4096 || line.rfind("# ", 0) != 0) return std::nullopt;
+  line.erase(0, 2);
+  if (std::count(line.begin(), line.end(), '|') < 2) return std::nullopt;
+  return line;
+}
+
+// What replay concludes: whether the failure the file was saved for is still there, rather than any failure.
+std::string replay_verdict(const ProgramReport& r, const std::optional<std::string>& recorded) {
+  if (r.failures.empty()) return "no failure reproduces";
+  if (!recorded) return "the failure reproduces";
+  for (const Failure& f : r.failures)
+    if (f.signature() == *recorded) return fmt::format("the recorded failure reproduces ({})", *recorded);
+  return fmt::format("the recorded failure ({}) does not reproduce; {} other failure{} above", *recorded,
+                     r.failures.size(), r.failures.size() == 1 ? "" : "s");
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -192,7 +216,7 @@ int main(int argc, char** argv) {
         for (const Failure& f : r.failures)
           std::printf("\nFAIL [%s] %s\n  %s\n", std::string(oracle_name(f.oracle)).c_str(), f.what.c_str(),
                       f.detail.c_str());
-        std::printf("\n%s\n", r.failures.empty() ? "no failure reproduces" : "the failure reproduces");
+        std::printf("\n%s\n", replay_verdict(r, recorded_signature(replay_file)).c_str());
         return r.failures.empty() ? 0 : 1;
       }
       if (r.failures.empty()) {

@@ -150,6 +150,23 @@ TEST(Cli, ReplayAndReduce) {
   EXPECT_EQ(red.status, 0) << red.out;
   Program small = load_program((d / "small.program").string());
   EXPECT_EQ(small.num_nodes(), 1) << read(d / "small.program");
+  // Replay says whether the failure the file was saved for (its `# signature` line) is still there, not just
+  // whether anything fails: after a fix, an unrelated failure must not read as "the failure reproduces".
+  const std::string small_cmd = "replay " + (d / "small.program").string() + " --backends cpu";
+  Result again = run(small_cmd + " --plant-fault perturb_float_output");
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("the recorded failure reproduces (agreement|"), std::string::npos) << again.out;
+  Result fixed = run(small_cmd);
+  EXPECT_EQ(fixed.status, 0) << fixed.out;
+  EXPECT_NE(fixed.out.find("no failure reproduces"), std::string::npos) << fixed.out;
+  save_text_atomically((d / "other.program").string(),
+                       "# gradients|matmul|devices disagree on a gradient\n" + read(d / "small.program"));
+  Result other = run("replay " + (d / "other.program").string() + " --backends cpu --plant-fault perturb_float_output");
+  EXPECT_EQ(other.status, 1) << other.out;
+  EXPECT_NE(other.out.find("the recorded failure (gradients|matmul|devices disagree on a gradient) does not "
+                           "reproduce; 1 other failure above"),
+            std::string::npos)
+      << other.out;
   save_text_atomically((d / "broken.program").string(), "crossfire-program 1\ninput %0 f32 [2] cpu:0 = 1\n");
   Result broken = run("replay " + (d / "broken.program").string());
   EXPECT_EQ(broken.status, 2);

@@ -59,6 +59,7 @@ enum class PlantedFault : uint8_t {
   perturb_float_output,   // agreement: the first float element of every f32 output is off by 1%
   flip_exact_output,      // agreement: the first element of every exact output is changed
   scale_gradient,         // gradients: every observed gradient is scaled by 1.5
+  skew_gradient,          // gradients: the gradient observed on every device but the first is off by 1.5x
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
 };
 PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
