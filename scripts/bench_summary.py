@@ -34,16 +34,15 @@ def median_difference_interval(a, b, level=0.95, resamples=4000, seed=1):
     return diffs[tail], diffs[resamples - 1 - tail]
 
 
-def at_most(limit, diffs_a, diffs_b):
-    """Whether median(a) - median(b) <= limit, judged on the repetitions: "yes" when the whole 95% interval of the
-    difference is within the limit, "**no**" when all of it is over, else "unclear" (the machine's noise is larger
-    than the margin). With fewer than 3 repetitions of either, the medians alone decide, and the text says so."""
-    d = statistics.median(diffs_a) - statistics.median(diffs_b)
-    if min(len(diffs_a), len(diffs_b)) < 3:
-        return f"{ok(d <= limit)} (medians only: fewer than 3 repetitions)"
-    lo, hi = median_difference_interval(diffs_a, diffs_b)
+def at_most(limit, a, b):
+    """Whether median(a) - median(b) <= limit, judged on the repetitions a and b: "yes" when the whole 95% interval
+    of the difference is within the limit, "**no**" when all of it is over, else "unclear" (the machine's noise is
+    larger than the margin). With fewer than 3 repetitions of either, the medians alone decide, and the text says so."""
+    if min(len(a), len(b)) < 3:
+        return f"{ok(statistics.median(a) - statistics.median(b) <= limit)} (medians only: fewer than 3 repetitions)"
+    lo, hi = median_difference_interval(a, b)
     verdict = "yes" if hi <= limit else "**no**" if lo > limit else "unclear"
-    return f"{verdict} (95% interval of the difference {lo:.1f} to {hi:.1f} ns, {min(len(diffs_a), len(diffs_b))} repetitions)"
+    return f"{verdict} (95% interval of the difference {lo:.1f} to {hi:.1f} ns, {min(len(a), len(b))} repetitions)"
 
 
 # The harness's own benchmarks (harness/bench/generate_bench.cpp): name, what it measures, and the target, if any
@@ -137,7 +136,8 @@ def report(data):
                 api, da = t(f"dispatch/{be}/{case}/api"), t(f"dispatch/{be}/{case}/direct_alloc")
                 if api and da:
                     d_real, d_cpu = api["real_time"] - da["real_time"], api["cpu_time"] - da["cpu_time"]
-                    cpu = [[r["cpu_time"] for r in reps.get(f"dispatch/{be}/{case}/{v}", [])] for v in ("api", "direct_alloc")]
+                    cpu = [[r["cpu_time"] for r in reps.get(f"dispatch/{be}/{case}/{v}", [])]
+                           for v in ("api", "direct_alloc")]
                     out.append(f"- dispatch + validation over the direct kernel (API - (direct + alloc)), {case}, "
                                f"<= 10 ns: {d_real:.1f} ns real, {d_cpu:.1f} ns CPU: {at_most(10, *cpu)}")
             out.append(f"- 1-element add through the public API, output allocation included, <= 100 ns: "
@@ -169,7 +169,8 @@ def report(data):
     skipped = [n for n in kern if "skipped" in s[n]]
     if kern:
         out.append(f"Kernel benchmarks in this run: {len(kern)} (registered from the op table), "
-                   f"{len(kern) - len(skipped)} ran, {len(skipped)} skipped (the backend has no kernel for the op yet).")
+                   f"{len(kern) - len(skipped)} ran, {len(skipped)} skipped "
+                   "(the backend has no kernel for the op yet).")
     else:
         out.append("Kernel benchmarks: none in this run (filtered out, or bench_kernels was not run).")
     return "\n".join(out) + "\n"
