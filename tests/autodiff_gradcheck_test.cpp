@@ -487,6 +487,40 @@ std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
 
 INSTANTIATE_TEST_SUITE_P(EveryRule, GradCheck, ::testing::Range(size_t(0), all_cases().size()), case_name);
 
+// Saturating activations: the derivative is tiny where the output is near 1 in magnitude, and computing it from
+// the rounded output (sigmoid: y (1 - y); tanh: 1 - y^2) loses it to cancellation: y = sigmoid(15) is 1 - 3.1e-7, an
+// ulp of y near 1 is 6e-8, so 1 - y is off by up to 20% and backends that round y differently disagree (a campaign
+// found cpu:0 and vulkan:0 20% apart at x = 15); tanh(10) rounds to 1 and 1 - y^2 gives 0 for 8.2e-9. Expected values
+// are the closed forms in double: sigmoid' = e^-|x| / (1 + e^-|x|)^2, tanh' = 1 / cosh(x)^2.
+TEST(AutodiffGradCheck, SaturatingActivationsKeepTheirSmallGradients) {
+  CROSSFIRE_REQUIRE_DEVICE(dev, 0);
+  const std::vector<float> xs = {15.0f, -15.0f, 12.98f, 30.0f, -30.0f, 0.0f, 0.5f, -3.0f, 10.0f, -20.0f};
+  struct Case {
+    const char* op;
+    Tensor (*f)(const Tensor&);
+    double (*derivative)(double);
+  };
+  const Case cases[] = {
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+       [](double x) { const double e = std::exp(-std::fabs(x)); return e / ((1 + e) * (1 + e)); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return 1 / (std::cosh(x) * std::cosh(x)); }},
+  };
+  for (const Case& c : cases) {
+    try {
+      Tensor x = from_data(std::span<const float>(xs), {int64_t(xs.size())}, dev);
+      x.set_requires_grad();
+      backward(sum(c.f(x)));
+      const std::vector<float> got = x.grad().to_f32();
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double want = c.derivative(double(xs[i]));  // of the f32 input, in double
+        EXPECT_NEAR(got[i], want, 1e-5 * want) << c.op << "'(" << xs[i] << ")";
+      }
+    } catch (const Unsupported& e) {
+      GTEST_SKIP() << "not supported on this backend yet: " << e.what();
+    }
+  }
+}
+
 // Softmax is unchanged by adding a constant along its axis, so a gradient that is the same along the axis (here
 // d(sum(softmax(x) * c))/d softmax = c everywhere) must give exactly 0: sum(c * y) = c * sum(y) = c. The rule
 // y * (g - sum(g * y)) computes c - c * sum(y), and sum(y) is 1 only up to f32 rounding, so with c ~ 1e30 it returned

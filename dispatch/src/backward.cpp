@@ -106,16 +106,24 @@ void sqrt(const BackwardCall& b) {
   b.grads[0] = crossfire::div(b.grad, crossfire::mul(constant(2, b.output), b.output));
 }
 
-// d tanh = 1 - tanh^2.
+// Note [Saturating derivatives]
+// sigmoid' = y (1 - y) and tanh' = 1 - y^2 are exact, but not from a rounded y: where y is within a few ulps of 1 in
+// magnitude (sigmoid(15) = 1 - 3.1e-7, tanh(10) = 1 - 8.2e-9) the subtraction keeps only the rounding, so the
+// gradient is off by up to 20% (or is 0) and backends that round y differently disagree. 1 - sigmoid(x) is
+// sigmoid(-x), computed to full relative precision; and 1 - tanh(x)^2 = 4 sigmoid(2x) sigmoid(-2x). Both cost one
+// or two more elementwise kernels. tests: AutodiffGradCheck.SaturatingActivationsKeepTheirSmallGradients.
+
+// d tanh = 1 - tanh(x)^2 = 4 sigmoid(2x) sigmoid(-2x) (Note [Saturating derivatives]).
 void tanh(const BackwardCall& b) {
-  const Tensor& y = b.output;
-  b.grads[0] = crossfire::mul(b.grad, crossfire::sub(constant(1, y), crossfire::mul(y, y)));
+  const Tensor two_x = crossfire::mul(b.call.tensor(0), constant(2, b.grad));
+  const Tensor d = crossfire::mul(crossfire::sigmoid(two_x), crossfire::sigmoid(crossfire::neg(two_x)));
+  b.grads[0] = crossfire::mul(b.grad, crossfire::mul(d, constant(4, d)));
 }
 
-// d sigmoid = y (1 - y).
+// d sigmoid = y (1 - y) = y sigmoid(-x) (Note [Saturating derivatives]).
 void sigmoid(const BackwardCall& b) {
   const Tensor& y = b.output;
-  b.grads[0] = crossfire::mul(b.grad, crossfire::mul(y, crossfire::sub(constant(1, y), y)));
+  b.grads[0] = crossfire::mul(b.grad, crossfire::mul(y, crossfire::sigmoid(crossfire::neg(b.call.tensor(0)))));
 }
 
 // g where x > 0, else 0 (also at 0, and at NaN).
