@@ -3,6 +3,8 @@
 // without a special build; the same programs pass with no fault planted.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "crossfire/harness/oracles.hpp"
 
 namespace crossfire::harness {
@@ -168,6 +170,33 @@ TEST(GradientOracle, PassesWithoutAFaultAndCatchesAWrongGradient) {
   o.fault = PlantedFault::scale_gradient;
   ProgramReport r = check_program(tracked_product(), o);
   EXPECT_TRUE(has_failure(r, OracleKind::gradients, "finite differences")) << failures(r);
+}
+
+// Note [Branches across devices] (oracles.cpp): maximum(relu(tanh(x)), w) at x = 9, where backends may round tanh(9)
+// to 1 (a tie with w = 1) or just below it, and the gradient then legitimately goes to a different argument. Found
+// by a campaign (harness/open-findings/README.md). Needs two devices that round tanh(9) differently.
+TEST(GradientOracle, DoesNotCompareDevicesThatTakeDifferentBranches) {
+  std::optional<Device> other;
+  for (const Device& d : available_devices())
+    if (d.backend != BackendKind::cpu) other = d;
+  if (!other) GTEST_SKIP() << "needs a device of a second backend";
+  auto tanh_on = [](Device d) { return tanh(full({}, 9.0, DType::f32, d)).to_f32()[0]; };
+  if (tanh_on(Device::cpu(0)) == tanh_on(*other))
+    GTEST_SKIP() << "cpu:0 and " << other->str() << " round tanh(9) alike: no branch differs";
+  auto program = [](const char* x) {
+    return parse_program(fmt::format("crossfire-program 1\ninput %0 f32 [2] cpu:0 = 0x0p+0 {}\nnode %1 tanh x=%0\n"
+                                     "node %2 relu x=%1\ninput %3 f32 [2] cpu:0 tracked = 0x1p+0 0x1p+0\n"
+                                     "node %4 maximum lhs=%2 rhs=%3\nbackward %4\n", x));
+  };
+  CheckOptions o = only(OracleKind::gradients);
+  o.devices = {Device::cpu(0), *other};
+  ProgramReport flip = check_program(program("0x1.2p+3"), o);  // x = 9: the devices take different branches
+  EXPECT_TRUE(flip.failures.empty()) << failures(flip);
+  EXPECT_GE(flip.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
+  // Where the branches agree (x = 0.5), the devices are still compared: a skewed gradient is caught.
+  o.fault = PlantedFault::skew_gradient;
+  ProgramReport skew = check_program(program("0x1p-1"), o);
+  EXPECT_TRUE(has_failure(skew, OracleKind::gradients, "devices disagree on a gradient")) << failures(skew);
 }
 
 TEST(GradientOracle, SkipsNonSmoothPoints) {
