@@ -381,7 +381,8 @@ class Checker {
   // nothing. This tells whether two runs order the values entering every piecewise node on the gradient's path
   // (and 0, where relu and abs turn) the same way: sorted by one run's values, no adjacent pair may compare
   // differently in the other run (two orders are the same exactly when all such pairs agree). It is conservative:
-  // elements the op never compares count too. harness/open-findings/README.md has the reproducers.
+  // elements the op never compares count too. Found by a campaign; test:
+  // GradientOracle.DoesNotCompareDevicesThatTakeDifferentBranches.
   bool same_branches(const RunResult& a, const RunResult& b, const std::vector<bool>& anc) const {
     auto cmp = [](double x, double y) {
       if (std::isnan(x) || std::isnan(y)) return 2 + int(std::isnan(x)) + 2 * int(std::isnan(y));
