@@ -68,8 +68,7 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
   int checks = 0;
   CheckOptions o = opts;
   o.keep_node_table = false;
-  std::fill(o.enabled.begin(), o.enabled.end(), false);
-  o.enabled[size_t(target.oracle)] = true;
+  o.only(target.oracle);
   auto still_fails = [&](const Program& c, int* node) {
     if (checks >= max_checks) return false;
     ++checks;

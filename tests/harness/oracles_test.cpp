@@ -30,8 +30,7 @@ NodeDef node(std::string_view op, std::vector<NodeArg> args) {
 CheckOptions only(OracleKind k, PlantedFault f = PlantedFault::none) {
   CheckOptions o;
   o.devices = {Device::cpu(0)};
-  o.enabled = {false, false, false, false};
-  o.enabled[size_t(k)] = true;
+  o.only(k);
   o.fault = f;
   return o;
 }

@@ -9,13 +9,6 @@
 namespace crossfire::harness {
 namespace {
 
-CheckOptions only_gradients() {
-  CheckOptions o;
-  o.enabled.fill(false);
-  o.enabled[size_t(OracleKind::gradients)] = true;
-  return o;
-}
-
 TEST(Reducer, ShrinksToAFewNodesKeepingTheFailure) {
   GenConfig cfg;
   cfg.min_nodes = 10;
@@ -83,7 +76,8 @@ TEST(Reducer, DropsWhatAGradientFailureDoesNotNeed) {
                             "\ninput %1 f32 [3] cpu:0 =" + ws +
                             "\nnode %2 neg x=%1\nnode %3 abs x=%2\nnode %4 exp x=%0\nnode %5 mul lhs=%4 rhs=%1"
                             "\nbackward %5\n");
-  CheckOptions o = only_gradients();
+  CheckOptions o;
+  o.only(OracleKind::gradients);
   o.devices = {Device::cpu(0), Device::cpu(1)};
   o.fault = PlantedFault::skew_gradient;  // cpu:1's gradient is off: the devices disagree
   ProgramReport r = check_program(p, o);

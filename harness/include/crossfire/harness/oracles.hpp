@@ -70,6 +70,13 @@ struct CheckOptions {
   PlantedFault fault = PlantedFault::none;
   bool keep_node_table = false;                // fill ProgramReport::table (replay)
   int max_bad_inputs = 4;
+
+  // Enables oracle `k` and no other (the reducer checks one failure's oracle; tests prove one oracle at a time).
+  CheckOptions& only(OracleKind k) {
+    enabled.fill(false);
+    enabled[size_t(k)] = true;
+    return *this;
+  }
 };
 
 struct NodeRow {  // one line of replay's per-node comparison table
