@@ -44,21 +44,31 @@ std::string DTypeSet::str() const {
   return s.empty() ? "nothing" : s;
 }
 
-Shape Shape::checked(std::span<const int64_t> dims, std::string_view op, std::string_view param) {
+namespace {
+// Why Shape::checked refused `dims`, in the order its comment promises: rank, then the first negative dim, then
+// the element bound.
+[[gnu::cold, noreturn]] void throw_unchecked(std::span<const int64_t> dims, std::string_view op,
+                                             std::string_view param) {
   if (dims.size() > size_t(kMaxRank))
     throw ShapeError(std::string(op), std::string(param),
                      fmt::format("rank {} is above the maximum rank {}", dims.size(), kMaxRank));
-  // The element bound (Note [The element bound] in dispatch.cpp): the non-zero dims multiply to at most
-  // kMaxElements, so any shape an op builds from these dims can be multiplied out without overflow.
+  for (int64_t d : dims)
+    if (d < 0) throw ShapeError(std::string(op), std::string(param), fmt::format("negative dimension {}", d));
+  throw ShapeError(std::string(op), std::string(param),
+                   fmt::format("[{}] has more than {} elements", fmt::join(dims, ", "), kMaxElements));
+}
+}  // namespace
+
+Shape Shape::checked(std::span<const int64_t> dims, std::string_view op, std::string_view param) {
+  if (dims.size() > size_t(kMaxRank)) [[unlikely]]
+    throw_unchecked(dims, op, param);
   Shape s;
-  for (int64_t d : dims) {
-    if (d < 0)
-      throw ShapeError(std::string(op), std::string(param), fmt::format("negative dimension {}", d));
-    s.push_back(d);
-  }
-  if (!s.within_element_bound())
-    throw ShapeError(std::string(op), std::string(param),
-                     fmt::format("[{}] has more than {} elements", fmt::join(dims, ", "), kMaxElements));
+  for (int64_t d : dims) s.push_back(d);
+  // The element bound (Note [The element bound] in dispatch.cpp): the non-zero dims multiply to at most
+  // kMaxElements, so any shape an op builds from these dims can be multiplied out without overflow. The test reads
+  // dims as unsigned, so it refuses a negative dim too; throw_unchecked says which it was.
+  if (!s.within_element_bound()) [[unlikely]]
+    throw_unchecked(dims, op, param);
   return s;
 }
 
