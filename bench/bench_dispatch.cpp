@@ -8,12 +8,16 @@
 //   dispatch/<backend>/<case>/direct_alloc  allocate the output + launch + release, with no validation: api minus
 //                                           this is the cost of dispatch and validation alone
 //   dispatch/<backend>/<case>/validate      crossfire::validate() alone (checks and output rule, no side effect)
+//   dispatch/<backend>/<case>/paired        api minus direct_alloc measured as one paired difference (counter
+//                                           overhead_ns): what the 10 ns target is judged by (see bm_paired)
 //
 // Cases by number of tensor arguments: 0 (full, a creation op), 1 (neg), 2 (add), 3 (where), a list of 8 (cat). Then the autodiff layer's
 // cost (add with a tracked input, with and without no_grad) and the error path (add raising DeviceMismatch, caught).
 // Every benchmark reports allocs/op: global operator new calls per op, counted by alloc_counter.cpp; the CPU
 // backend allocates a tensor's header and data in one block, so the success path's target is exactly 1.
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -143,19 +147,31 @@ void bm_direct(benchmark::State& state, const DispatchCase& c, Device d) {
   report(state, allocs, b, before);
 }
 
+// One `direct_alloc` op: the output allocated, the kernel launched, the output released; validated once, up front.
+struct DirectAlloc {
+  Backend& b;
+  const DispatchCase& c;
+  const Inputs& in;
+  const OpDef& op = op_def(c.id);
+  const OutputSpec spec = validate(c.id, in.pack);
+  const KernelFn fn = b.kernel(c.id);
+
+  void operator()() const {
+    Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+    b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
+    benchmark::DoNotOptimize(out.impl());
+  }
+};
+
 void bm_direct_alloc(benchmark::State& state, const DispatchCase& c, Device d) {
   Backend& b = backend_for(d);
   if (skip_unsupported(state, b, c.id)) return;
   const Inputs in = c.make(d);
-  const OpDef& op = op_def(c.id);
-  const OutputSpec spec = validate(c.id, in.pack);
-  const KernelFn fn = b.kernel(c.id);
+  const DirectAlloc direct_alloc{b, c, in};
   const uint64_t before = b.counters().allocations.load();
   AllocationScope allocs;
   for (auto _ : state) {
-    Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
-    b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
-    benchmark::DoNotOptimize(out.impl());
+    direct_alloc();
     settle(b);
   }
   report(state, allocs, b, before);
@@ -172,6 +188,89 @@ void bm_validate(benchmark::State& state, const DispatchCase& c, Device d) {
     benchmark::DoNotOptimize(spec);
   }
   report(state, allocs, b, before);
+}
+
+// `paired`: dispatch + validation (api minus direct_alloc) measured as paired differences, with the machine's
+// speed held fixed. Each iteration times a batch of kBatch direct + alloc calls and a batch of kBatch API calls
+// back to back (alternating which goes first) and keeps the pair. Why, in Note [Judging nanoseconds on a shared
+// machine] in docs/benchmarks.md: on a shared VM the whole machine alternates between its nominal speed and slow
+// phases of a few milliseconds (another tenant on the host), in which direct + alloc takes ~1.5x as long and the
+// API's extra cost ~2.4x; a slow phase covers some repetitions and not others, so medians of separate benchmarks
+// moved by more than the 10 ns being judged. The pairs fix that in two steps:
+// - drift slower than a batch (~10 us) cancels in each pair's difference;
+// - the machine's state is read off the baseline half of each pair alone: a pair counts as "nominal" when its
+//   direct + alloc batch ran within 15% of the fastest tenth of all batches. The code under test plays no part in
+//   choosing the pairs, so this selects a machine state, not a favourable result.
+// Counters: overhead_ns (median difference per call over the nominal pairs: what the 10 ns target is judged by),
+// overhead_all_ns (the same over every pair, slow phases included), nominal_share (the fraction of pairs that were
+// nominal) and baseline_ns (the median direct + alloc time of the nominal pairs). The time Google Benchmark reports
+// is the whole iteration (both batches), which is not the number to read.
+void bm_paired(benchmark::State& state, const DispatchCase& c, Device d) {
+  constexpr int kBatch = 128;
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  const DirectAlloc one_direct_alloc{b, c, in};
+  using clock = std::chrono::steady_clock;
+  auto direct_alloc = [&] {
+    const auto t0 = clock::now();
+    for (int k = 0; k < kBatch; ++k) {
+      one_direct_alloc();
+      settle(b);
+    }
+    return clock::now() - t0;
+  };
+  auto api = [&] {
+    const auto t0 = clock::now();
+    for (int k = 0; k < kBatch; ++k) {
+      Tensor out = c.api(in);
+      benchmark::DoNotOptimize(out.impl());
+      settle(b);
+    }
+    return clock::now() - t0;
+  };
+  struct Pair {
+    double baseline, difference;  // ns per call: direct + alloc, and api minus direct + alloc
+  };
+  std::vector<Pair> pairs;
+  pairs.reserve(1 << 16);
+  bool api_first = false;
+  for (auto _ : state) {
+    clock::duration ta{}, td{};
+    if (api_first) {
+      ta = api();
+      td = direct_alloc();
+    } else {
+      td = direct_alloc();
+      ta = api();
+    }
+    api_first = !api_first;
+    if (pairs.size() < pairs.capacity()) {
+      const auto per_call = [](clock::duration t) { return std::chrono::duration<double, std::nano>(t).count() / kBatch; };
+      pairs.push_back({per_call(td), per_call(ta - td)});
+    }
+  }
+  if (pairs.empty()) return;
+  auto median_of = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> baselines, all, nominal, nominal_baselines;
+  for (const Pair& p : pairs) {
+    baselines.push_back(p.baseline);
+    all.push_back(p.difference);
+  }
+  std::nth_element(baselines.begin(), baselines.begin() + std::ptrdiff_t(baselines.size() / 10), baselines.end());
+  const double fast = baselines[baselines.size() / 10];
+  for (const Pair& p : pairs) {
+    if (p.baseline > 1.15 * fast) continue;
+    nominal.push_back(p.difference);
+    nominal_baselines.push_back(p.baseline);
+  }
+  state.counters["overhead_ns"] = median_of(nominal);  // never empty: the fastest tenth is within 15% of itself
+  state.counters["overhead_all_ns"] = median_of(all);
+  state.counters["nominal_share"] = double(nominal.size()) / double(pairs.size());
+  state.counters["baseline_ns"] = median_of(nominal_baselines);
 }
 
 // The autodiff layer: add with a tracked lhs records a node (tracked), or does not under no_grad. Compare with
@@ -250,6 +349,7 @@ int repeat(const std::string& what, long n) {
     const OutputSpec spec = validate(c.id, in.pack);
     const KernelFn fn = b.kernel(c.id);
     Tensor pre(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
+    const DirectAlloc direct_alloc{b, c, in};
     for (long i = 0; i < n; ++i) {
       if (variant == 0) {
         Tensor out = c.api(in);
@@ -258,9 +358,7 @@ int repeat(const std::string& what, long n) {
         b.launch(fn, KernelCall{op, c.id, in.pack, *pre.impl()});
         benchmark::ClobberMemory();
       } else if (variant == 2) {
-        Tensor out(b.allocate(spec.device, spec.dtype, spec.shape, op.name));
-        b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
-        benchmark::DoNotOptimize(out.impl());
+        direct_alloc();
       } else if (variant == 4) {
         Tensor out = call(c.id, in.pack);
         benchmark::DoNotOptimize(out.impl());
@@ -290,6 +388,7 @@ void register_all() {
       reg(fmt::format("dispatch/{}/{}/direct", bn, c.name), bm_direct, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/direct_alloc", bn, c.name), bm_direct_alloc, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/validate", bn, c.name), bm_validate, std::cref(c), d);
+      reg(fmt::format("dispatch/{}/{}/paired", bn, c.name), bm_paired, std::cref(c), d);
     }
     reg(fmt::format("dispatch/{}/2_tensors_add_tracked/api", bn), bm_tracked, d, false);
     reg(fmt::format("dispatch/{}/2_tensors_add_tracked_no_grad/api", bn), bm_tracked, d, true);

@@ -254,6 +254,47 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertTrue(verdict["list_8_cat"].startswith("unclear (95% interval"), verdict)
         self.assertEqual(verdict["0_tensors_full"], "yes (medians only: fewer than 3 repetitions)")
 
+    def test_summary_judges_the_dispatch_target_on_the_paired_difference_when_there_is_one(self):
+        def paired(name, overheads, baselines=None):
+            baselines = baselines or [40.0] * len(overheads)
+            return [{"name": f"dispatch/cpu/{name}/paired", "run_name": f"dispatch/cpu/{name}/paired",
+                     "run_type": "iteration", "repetitions": len(overheads), "repetition_index": i, "threads": 1,
+                     "iterations": 1000, "real_time": 9000.0, "cpu_time": 9000.0, "time_unit": "ns",
+                     "overhead_ns": o, "overhead_all_ns": o, "nominal_share": 0.9, "baseline_ns": b}
+                    for i, (o, b) in enumerate(zip(overheads, baselines))]
+
+        def unpaired(name, api, direct_alloc):
+            return (gbench_json(api, f"dispatch/cpu/{name}/api")["benchmarks"] +
+                    gbench_json(direct_alloc, f"dispatch/cpu/{name}/direct_alloc")["benchmarks"])
+        # The independent medians say 40 - 30 = 10 +- 5 (unclear) for both cases; the paired differences settle it.
+        noisy = [36.0, 44.0, 38.0, 45.0, 39.0, 41.0, 37.0, 43.0, 40.0]
+        steady = [30.0, 30.2, 29.8, 30.1, 29.9, 30.0, 30.3, 29.7, 30.0]
+        extra = (unpaired("2_tensors_add", noisy, steady) + paired("2_tensors_add", [7.9, 8.1, 8.0, 8.2, 7.8]) +
+                 unpaired("list_8_cat", noisy, steady) + paired("list_8_cat", [18.5, 19.0, 19.5, 18.0, 20.0]) +
+                 paired("3_tensors_where", [9.0, 10.5, 9.5, 11.0, 10.0]) +
+                 paired("1_tensor_neg", [5.0, 6.0]) +
+                 # Two repetitions ran in a slow phase of the machine (baseline 60 ns against 40): they are left
+                 # out, and the three at nominal speed decide.
+                 paired("0_tensors_full", [8.0, 21.0, 8.2, 20.0, 7.9], [40.0, 60.0, 41.0, 58.0, 40.5]))
+        r = run("bench_summary.py", self.write("run.json", gbench_json([80] * 3, extra=extra)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [line for line in r.stdout.splitlines() if "<= 10 ns" in line]
+        cases = ["2_tensors_add", "list_8_cat", "3_tensors_where", "1_tensor_neg", "0_tensors_full"]
+        verdict = {c: line.rsplit("ns: ", 1)[1] for line in lines for c in cases if f" {c}," in line}
+        self.assertEqual(verdict["2_tensors_add"],
+                         "yes (95% interval 7.8 to 8.2 ns, paired, 5 of 5 repetitions at nominal speed)")
+        self.assertTrue(verdict["list_8_cat"].startswith("**no** (95% interval"), verdict)
+        self.assertTrue(verdict["3_tensors_where"].startswith("unclear (95% interval"), verdict)
+        self.assertEqual(verdict["1_tensor_neg"],
+                         "yes (medians only: 2 of 2 repetitions at nominal speed, fewer than 3)")
+        self.assertEqual(verdict["0_tensors_full"],
+                         "yes (95% interval 7.9 to 8.2 ns, paired, 3 of 5 repetitions at nominal speed)")
+        self.assertIn("0_tensors_full, <= 10 ns: 8.0 ns", "\n".join(lines))
+        self.assertTrue(all("paired" in line for line in lines), lines)  # no unpaired verdict beside a paired one
+        # The table shows the paired median next to the unpaired difference.
+        row = next(line for line in r.stdout.splitlines() if line.startswith("| 2_tensors_add |"))
+        self.assertEqual(row.split(" | ")[-2], "8.0", row)
+
     def test_summary_reports_harness_rates_and_says_when_kernels_did_not_run(self):
         def reps(name, times, unit="ns", **counters):
             return [{"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times),
