@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -518,6 +519,52 @@ TEST(AutodiffGradCheck, SaturatingActivationsKeepTheirSmallGradients) {
     } catch (const Unsupported& e) {
       GTEST_SKIP() << "not supported on this backend yet: " << e.what();
     }
+  }
+}
+
+// div's rhs gradient is -g * lhs / rhs^2 = -g * out / rhs. Computed as (g * out) / rhs it overflowed to -inf for a
+// huge g and |out| > 1 although the result fits in f32 (a campaign: g ~ 1e36 through exp and conv2d, seed
+// 20261204); computed as (g / rhs) * out it overflows for a huge g and |rhs| < 1 instead (Note [div's rhs gradient
+// without overflow] in backward.cpp). Each case below overflows one of the two orders and not the other; expected
+// values are the closed form in double, from the f32 inputs and g.
+TEST(AutodiffGradCheck, DivRhsGradientIsFiniteWhereverTheResultIs) {
+  CROSSFIRE_REQUIRE_DEVICE(dev, 0);
+  struct Case {
+    float lhs, rhs, g;
+  };
+  const std::vector<Case> cases = {
+      {1e7f, 1e4f, 1e36f},    // out = 1e3: g * out = 1e39 overflows; the result is -1e35
+      {-1e7f, 1e4f, -2e36f},  // the same with signs
+      {1e-4f, 1e-3f, 1e36f},  // out = 0.1: g / rhs = 1e39 overflows; the result is -1e38
+      {3.0f, -2.0f, 5.0f},    // ordinary values take either order
+      {0.5f, 4.0f, -1e30f},
+  };
+  std::vector<float> ls, rs, gs;
+  for (const Case& c : cases) {
+    ls.push_back(c.lhs);
+    rs.push_back(c.rhs);
+    gs.push_back(c.g);
+  }
+  const int64_t n = int64_t(cases.size());
+  try {
+    Tensor lhs = from_data(std::span<const float>(ls), {n}, dev), rhs = from_data(std::span<const float>(rs), {n}, dev);
+    const Tensor g = from_data(std::span<const float>(gs), {n}, dev);
+    lhs.set_requires_grad();
+    rhs.set_requires_grad();
+    backward(sum(mul(div(lhs, rhs), g)));  // d(loss)/d(out) = g
+    const std::vector<float> dl = lhs.grad().to_f32(), dr = rhs.grad().to_f32();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const double l = cases[i].lhs, r = cases[i].rhs, gi = cases[i].g;
+      const double want_r = -gi * l / (r * r), want_l = gi / r;
+      EXPECT_TRUE(std::isfinite(dr[i])) << "d/drhs at lhs " << l << ", rhs " << r << ", g " << gi << ": " << dr[i];
+      EXPECT_NEAR(dr[i], want_r, 1e-5 * std::fabs(want_r)) << "d/drhs at lhs " << l << ", rhs " << r << ", g " << gi;
+      if (std::fabs(want_l) <= double(std::numeric_limits<float>::max()))
+        EXPECT_NEAR(dl[i], want_l, 1e-5 * std::fabs(want_l)) << "d/dlhs at lhs " << l << ", rhs " << r << ", g " << gi;
+      else  // g / rhs itself is past f32 (the third case): infinity of the right sign is the right answer
+        EXPECT_EQ(dl[i], std::copysign(std::numeric_limits<float>::infinity(), float(want_l))) << "d/dlhs, case " << i;
+    }
+  } catch (const Unsupported& e) {
+    GTEST_SKIP() << "not supported on this backend yet: " << e.what();
   }
 }
 

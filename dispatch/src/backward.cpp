@@ -151,10 +151,23 @@ void mul(const BackwardCall& b) {
 }
 
 // d(l/r)/dl = 1/r; d(l/r)/dr = -l/r^2 = -out/r (the output saves a multiply and a rounding).
+// Note [div's rhs gradient without overflow]
+// d(l/r)/dr = -l/r^2, so the rhs gradient is -g * out / r: a product of three factors, and one order of the two
+// roundings can overflow where the result fits in f32. (g * out) / r overflows when |out| > 1 and g is huge (a
+// campaign found g ~ 1e36 through exp and conv2d, -inf where the true gradient was -6.7e35); (g / r) * out when
+// |r| < 1 and g is huge. Choosing by |out| bounds the intermediate: where |out| >= 1, |g / r| = |result| / |out| is
+// at most |result|; where |out| < 1, |g * out| is below |g|. So whenever g and the result are finite, so is the
+// intermediate. g / r is lhs's gradient too, computed once.
 void div(const BackwardCall& b) {
   const Tensor &lhs = b.call.tensor(0), &rhs = b.call.tensor(1);
-  if (b.needs[0]) b.grads[0] = sum_to(crossfire::div(b.grad, rhs), lhs.shape());
-  if (b.needs[1]) b.grads[1] = sum_to(crossfire::neg(crossfire::div(crossfire::mul(b.grad, b.output), rhs)), rhs.shape());
+  const Tensor g_over_rhs = crossfire::div(b.grad, rhs);
+  if (b.needs[0]) b.grads[0] = sum_to(g_over_rhs, lhs.shape());
+  if (b.needs[1]) {
+    const Tensor out_is_large = ge(crossfire::abs(b.output), constant(1, b.output));
+    const Tensor g_out_over_rhs = crossfire::where(out_is_large, crossfire::mul(g_over_rhs, b.output),
+                                                   crossfire::div(crossfire::mul(b.grad, b.output), rhs));
+    b.grads[1] = sum_to(crossfire::neg(g_out_over_rhs), rhs.shape());
+  }
 }
 
 // d(l^r)/dl = r l^(r-1), computed as a pow rather than r*out/l so it stays finite as l -> 0 for r >= 1;
