@@ -6,6 +6,8 @@ if(TARGET crossfire_harness)
     SOURCES harness/format_test.cpp harness/generator_test.cpp harness/oracles_test.cpp harness/reducer_test.cpp
             harness/fast_path_test.cpp
     LIBS crossfire_harness)
+  # Reduced campaign findings that once failed and must not again (tests/harness/programs/).
+  target_compile_definitions(suite_harness PRIVATE CROSSFIRE_TEST_PROGRAMS="${CMAKE_CURRENT_SOURCE_DIR}/harness/programs")
   crossfire_core_test(harness_cli AREA harness TIMEOUT 120 SOURCES harness/cli_test.cpp
     LIBS crossfire_harness nlohmann_json::nlohmann_json)
   target_compile_definitions(suite_harness_cli PRIVATE CROSSFIRE_CLI="$<TARGET_FILE:crossfire_cli>")

@@ -60,6 +60,7 @@ enum class PlantedFault : uint8_t {
   flip_exact_output,      // agreement: the first element of every exact output is changed
   scale_gradient,         // gradients: every observed gradient is scaled by 1.5
   skew_gradient,          // gradients: the gradient observed on every device but the first is off by 1.5x
+  overflow_gradient,      // gradients: the first element of every observed gradient is +inf
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
 };
 PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
@@ -112,9 +113,11 @@ struct ElementMismatch {
 std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const reference::RefTensor& got,
                                                       const reference::RefResult& exact);
 
-// Evaluates a program in f64 with the reference evaluator (inputs as given, optionally replaced), up to `upto`
-// (inclusive, -1: all). Values the evaluator cannot compute are nullopt (and so is everything downstream).
+// Evaluates a program in f64 with the reference evaluator up to `upto` (inclusive, -1: all). A value given in
+// `value_override` replaces that value, an input's or a node's (a node's is then not computed, and everything
+// downstream is computed from the replacement). Values the evaluator cannot compute are nullopt (and so is
+// everything downstream).
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
-    const Program& p, const std::vector<std::optional<reference::RefTensor>>& input_override = {}, int upto = -1);
+    const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override = {}, int upto = -1);
 
 }  // namespace crossfire::harness
