@@ -214,6 +214,15 @@ TEST(GradientOracle, SkipsNonSmoothPoints) {
   EXPECT_GE(smooth.counts[size_t(OracleKind::gradients)].checked, 1u);
 }
 
+// A program that once failed, from tests/harness/programs/, and the device it needs that this machine lacks, if any.
+Program test_program(const std::string& name) { return load_program(std::string(CROSSFIRE_TEST_PROGRAMS) + "/" + name); }
+std::optional<std::string> missing_device(const Program& p) {
+  for (const Value& v : p.values)
+    if (v.is_input() && find_backend(v.input().device) == nullptr)
+      return "the program needs " + v.input().device.str() + ", which this machine does not have";
+  return std::nullopt;
+}
+
 // Note [Adjoints past f32] in oracles.cpp: loss = sum(b + b), b = (x * 1e-30) * K. The adjoint of x * 1e-30 is 2K;
 // with K = 2e38 that is past f32's largest value (3.4e38), so every f32 reverse mode gives inf for x while the true
 // gradient, 2K * 1e-30 = 4e8, fits. The oracle must skip that comparison, not report it; with K = 1e38 (adjoint
@@ -243,10 +252,8 @@ TEST(GradientOracle, SkipsGradientsThroughAnAdjointPastF32) {
 // at lhs / rhs reaches 3.97e38 (recomputed in f64) and d/drhs[28] is -6.7e35. It was reported as -inf against
 // finite differences, and first misread as a bug in div's backward (harness/open-findings/README.md).
 TEST(GradientOracle, TheCampaignsAdjointPastF32IsSkipped) {
-  const Program p = load_program(std::string(CROSSFIRE_TEST_PROGRAMS) + "/adjoint-past-f32-exp-conv2d.program");
-  for (const Value& v : p.values)
-    if (v.is_input() && v.input().device.index >= uint8_t(backend(BackendKind::cpu).device_count()))
-      GTEST_SKIP() << "the program needs " << v.input().device.str() << " (set CROSSFIRE_CPU_DEVICES)";
+  const Program p = test_program("adjoint-past-f32-exp-conv2d.program");
+  if (const std::optional<std::string> why = missing_device(p)) GTEST_SKIP() << *why;
   const ProgramReport r = check_program(p, only(OracleKind::gradients));
   EXPECT_TRUE(r.failures.empty()) << failures(r);
   EXPECT_GE(r.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
@@ -257,10 +264,8 @@ TEST(GradientOracle, TheCampaignsAdjointPastF32IsSkipped) {
 // passed the 5% consistency test and the one-sided gap test missed it, so the reference said 9.88 against the exact
 // 10 (a campaign, seed 20261204). The branch test on the f64 evaluations at x - h and x + h now sees it.
 TEST(GradientOracle, SkipsAKinkInsideTheStep) {
-  const Program p = load_program(std::string(CROSSFIRE_TEST_PROGRAMS) + "/fd-kink-within-step-maximum.program");
-  for (const Value& v : p.values)
-    if (v.is_input() && v.input().device.index >= uint8_t(backend(BackendKind::cpu).device_count()))
-      GTEST_SKIP() << "the program needs " << v.input().device.str() << " (set CROSSFIRE_CPU_DEVICES)";
+  const Program p = test_program("fd-kink-within-step-maximum.program");
+  if (const std::optional<std::string> why = missing_device(p)) GTEST_SKIP() << *why;
   const ProgramReport r = check_program(p, only(OracleKind::gradients));
   EXPECT_TRUE(r.failures.empty()) << failures(r);
   EXPECT_GE(r.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
