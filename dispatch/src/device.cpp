@@ -64,19 +64,16 @@ Shape Shape::checked(std::span<const int64_t> dims, std::string_view op, std::st
     throw_unchecked(dims, op, param);
   // The element bound (Note [The element bound] in dispatch.cpp): the non-zero dims multiply to at most
   // kMaxElements, so any shape an op builds from these dims can be multiplied out without overflow. One pass copies
-  // and tests (within_element_bound's test, inline: a creation op pays for this on every call); the test reads dims
-  // as unsigned, so it refuses a negative dim too, and throw_unchecked says which it was.
+  // and tests (a creation op pays for this on every call); the test reads dims as unsigned, so it refuses a
+  // negative dim too, and throw_unchecked says which it was.
   Shape s;
-  uint64_t n = 1;
-  bool over = false;
+  ElementBound bound;
   for (size_t i = 0; i < dims.size(); ++i) {
-    const uint64_t d = uint64_t(dims[i]);
-    s.dims_[i] = int64_t(d);
-    n *= d == 0 ? 1 : d;
-    over |= (d | n) > uint64_t(kMaxElements);
+    s.dims_[i] = dims[i];
+    bound.add(dims[i]);
   }
   s.rank_ = int(dims.size());
-  if (over) [[unlikely]]
+  if (bound.over) [[unlikely]]
     throw_unchecked(dims, op, param);
   return s;
 }

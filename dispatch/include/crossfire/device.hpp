@@ -129,16 +129,9 @@ class Shape {
   // Whether the non-zero dims multiply to at most kMaxElements (Note [The element bound] in dispatch.cpp): true of
   // every shape from Shape::checked and of every tensor's shape.
   constexpr bool within_element_bound() const {
-    // Unsigned, so a negative dim reads as huge; while `n` stays within the bound, n * d cannot wrap (both are
-    // below 2^32), and once anything is over, `over` stays set whatever `n` becomes.
-    uint64_t n = 1;
-    bool over = false;
-    for (int i = 0; i < rank_; ++i) {
-      const uint64_t d = uint64_t(dims_[size_t(i)]);
-      n *= d == 0 ? 1 : d;
-      over |= (d | n) > uint64_t(kMaxElements);
-    }
-    return !over;
+    ElementBound b;
+    for (int i = 0; i < rank_; ++i) b.add(dims_[size_t(i)]);
+    return !b.over;
   }
   constexpr std::span<const int64_t> dims() const { return {dims_.data(), size_t(rank_)}; }
   friend constexpr bool operator==(const Shape& a, const Shape& b) {
@@ -150,6 +143,19 @@ class Shape {
   std::string str() const;  // "[2, 3]"
 
  private:
+  // The element bound's test, one dim at a time (within_element_bound, and checked(), which copies as it tests).
+  // Unsigned, so a negative dim reads as huge; while `n` stays within the bound, n * d cannot wrap (both are below
+  // 2^32), and once anything is over, `over` stays set whatever `n` becomes.
+  struct ElementBound {
+    uint64_t n = 1;
+    bool over = false;
+    constexpr void add(int64_t dim) {
+      const uint64_t d = uint64_t(dim);
+      n *= d == 0 ? 1 : d;
+      over |= (d | n) > uint64_t(kMaxElements);
+    }
+  };
+
   constexpr void copy_dims(const Shape& o) {
     for (int i = 0; i < rank_; ++i) {
       int64_t d = o.dims_[size_t(i)];
