@@ -704,11 +704,17 @@ class Checker {
           counts(OracleKind::gradients).skipped_other++;
           continue;
         }
+        // A discrete value (a comparison, an argmax) must be the same at x - h, x and x + h: compared with the
+        // point itself, not only the two sides with each other, since it can differ at x alone (where(x != y, y,
+        // x) at x = y = 0 is x there and y on both sides, so the function is 0 around x while the chain rule at x
+        // says 1; a campaign, seed 20261207).
         // A piecewise node whose inputs are ordered differently at x - h and x + h has a kink in between (Note
         // [Branches across devices]'s test, on the two f64 evaluations): the central difference averages two
         // branches there. The gap test below misses a kink close to x, inside both steps (maximum(x, 1.5) at
         // x = 1.49993 gave 9.88 against the exact 10; a campaign, seed 20261204).
-        if (!discrete_equal(vp, vm) || !discrete_equal(vp2, vm2) || !same_branches(vp, vm, anc) ||
+        const bool discrete_steady = discrete_equal(base, vp) && discrete_equal(base, vm) &&
+                                     discrete_equal(base, vp2) && discrete_equal(base, vm2);
+        if (!discrete_steady || !same_branches(vp, vm, anc) ||
             !same_branches(vp2, vm2, anc) || (gap > 1e-3 * scale && gap2 > 0.5 * gap) ||
             std::fabs(fd - fd2) > 1e-3 * scale + 0.05 * std::fabs(fd)) {
           counts(OracleKind::gradients).skipped_other++;

@@ -271,6 +271,24 @@ TEST(GradientOracle, SkipsAKinkInsideTheStep) {
   EXPECT_GE(r.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
 }
 
+// where(x != y, y, x) at x = y = 0: the condition is false at the point and true on both sides of it, so the
+// function is y = 0 all around while the chain rule at the point sends the gradient to x (1). Finite differences
+// must see that flip against the point itself, not only between the two sides (a campaign, seed 20261207: reduced
+// to this). Away from x = y the same program is checked.
+TEST(GradientOracle, SkipsADiscreteValueThatDiffersAtThePointAlone) {
+  auto program = [](const char* x) {
+    return parse_program(fmt::format("crossfire-program 1\ninput %0 f32 [1, 1, 1] cpu:0 tracked = {}\n"
+                                     "input %1 f32 [1] cpu:0 tracked = 0x0p+0\nnode %2 ne lhs=%0 rhs=%1\n"
+                                     "node %3 where cond=%2 a=%1 b=%0\nbackward %3\n", x));
+  };
+  const ProgramReport at = check_program(program("0x0p+0"), only(OracleKind::gradients));
+  EXPECT_TRUE(at.failures.empty()) << failures(at);
+  EXPECT_GE(at.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
+  const ProgramReport away = check_program(program("0x1p-1"), only(OracleKind::gradients));
+  EXPECT_TRUE(away.failures.empty()) << failures(away);
+  EXPECT_GE(away.counts[size_t(OracleKind::gradients)].checked, 1u);
+}
+
 TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {
   Program p = add_and_reshape();
   p.values.push_back(Value{node("sum", {ValueRef{3, {}}, int64_t(0), false})});
