@@ -2,9 +2,9 @@
 #include "crossfire/harness/oracles.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -404,31 +404,21 @@ class Checker {
   // differently in the other run (two orders are the same exactly when all such pairs agree). It is conservative:
   // elements the op never compares count too. Found by a campaign; test:
   // GradientOracle.DoesNotCompareDevicesThatTakeDifferentBranches.
-  bool same_branches(const RunResult& a, const RunResult& b, const std::vector<bool>& anc) const {
-    auto values_of = [](const RunResult& r) {
-      return [&r](int id) -> std::optional<std::vector<double>> {
-        const Tensor& t = r.tensors[size_t(id)];
-        if (!t.defined() || t.dtype() != DType::f32) return std::nullopt;
-        return reference::RefTensor::from(t).values;
-      };
-    };
-    return same_branches_by(anc, values_of(a), values_of(b));
-  }
-  // The same test on two f64 evaluations of the program (evaluate_f64): finite differences use it to see a kink
-  // between x - h and x + h.
   using Evaluation = std::vector<std::optional<reference::RefTensor>>;
-  bool same_branches(const Evaluation& a, const Evaluation& b, const std::vector<bool>& anc) const {
-    auto values_of = [](const Evaluation& e) {
-      return [&e](int id) -> std::optional<std::vector<double>> {
-        if (size_t(id) >= e.size() || !e[size_t(id)] || e[size_t(id)]->dtype != DType::f32) return std::nullopt;
-        return e[size_t(id)]->values;
-      };
-    };
-    return same_branches_by(anc, values_of(a), values_of(b));
+  bool same_branches(const RunResult& a, const RunResult& b, const std::vector<bool>& anc) const {
+    return same_branches(f32_values(a, anc), f32_values(b, anc), anc);
   }
-  // values_a(id) / values_b(id): an f32 value's elements in each run, or nullopt where a run has none.
-  template <class A, class B>
-  bool same_branches_by(const std::vector<bool>& anc, A values_a, B values_b) const {
+  // A run's f32 values on the gradient's path, as an evaluation (read back once, for same_branches).
+  Evaluation f32_values(const RunResult& r, const std::vector<bool>& anc) const {
+    Evaluation e(p_.values.size());
+    for (size_t v = 0; v < e.size(); ++v)
+      if (anc[v] && r.tensors[v].defined() && r.tensors[v].dtype() == DType::f32)
+        e[v] = reference::RefTensor::from(r.tensors[v]);
+    return e;
+  }
+  // The same test on two evaluations of the program: two device runs (above), or two f64 evaluations
+  // (evaluate_f64), where finite differences use it to see a kink between x - h and x + h.
+  bool same_branches(const Evaluation& a, const Evaluation& b, const std::vector<bool>& anc) const {
     auto cmp = [](double x, double y) {
       if (std::isnan(x) || std::isnan(y)) return 2 + int(std::isnan(x)) + 2 * int(std::isnan(y));
       return int(x > y) - int(x < y);
@@ -439,11 +429,12 @@ class Checker {
       for (const NodeArg& arg : p_.values[v].node().args) {
         const auto* r = std::get_if<ValueRef>(&arg);
         if (r == nullptr) continue;
-        const std::optional<std::vector<double>> ra = values_a(r->id), rb = values_b(r->id);
-        if (!ra || !rb) continue;
-        if (ra->size() != rb->size()) return false;
-        va.insert(va.end(), ra->begin(), ra->end());
-        vb.insert(vb.end(), rb->begin(), rb->end());
+        const std::optional<reference::RefTensor>& ra = a[size_t(r->id)];
+        const std::optional<reference::RefTensor>& rb = b[size_t(r->id)];
+        if (!ra || !rb || ra->dtype != DType::f32 || rb->dtype != DType::f32) continue;
+        if (ra->values.size() != rb->values.size()) return false;
+        va.insert(va.end(), ra->values.begin(), ra->values.end());
+        vb.insert(vb.end(), rb->values.begin(), rb->values.end());
       }
       std::vector<size_t> order(va.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -557,8 +548,6 @@ class Checker {
     // It runs only on that failure path, and stops at the first adjoint past f32.
     auto adjoint_past_f32 = [&](int leaf) {
       const std::vector<bool> dep = descendants_of(p_, leaf);
-      const std::optional<std::vector<double>> l0 = loss_at({}, nullptr);
-      if (!l0) return false;
       int64_t budget = 4096;  // elements, so two evaluations each
       for (size_t v = size_t(leaf) + 1; v < size_t(root) && budget > 0; ++v) {
         if (!anc[v] || !dep[v] || !base[v] || base[v]->dtype != DType::f32) continue;
@@ -624,6 +613,8 @@ class Checker {
             device_consistent[di] = false;
 
     std::vector<std::optional<bool>> same_branch(runs.size());  // per device, against the first (computed once)
+    // The loss at the point itself, the same for every leaf.
+    const std::optional<std::vector<double>> l0 = base[size_t(root)] ? loss_at({}, nullptr) : std::nullopt;
     for (size_t li = 0; li < leaves.size(); ++li) {
       const int leaf = leaves[li];
       const reference::RefTensor x0 = ref_input(p_.values[size_t(leaf)].input());
@@ -663,7 +654,6 @@ class Checker {
         counts(OracleKind::gradients).skipped_other++;
         continue;
       }
-      const std::optional<std::vector<double>> l0 = loss_at({}, nullptr);
       bool adjoint_checked = false, adjoint_overflows = false;  // adjoint_past_f32(leaf), once it is needed
       for (int64_t k = 0; k < budget; ++k) {
         int64_t i = budget == n ? k : (k * (n - 1)) / std::max<int64_t>(1, budget - 1);
