@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "autograd_meta.hpp"
+#include "cat_walk.hpp"
 #include "crossfire/error.hpp"
 
 namespace crossfire {
@@ -443,17 +444,18 @@ struct Specialised {
       if (!check_tensor<P>(first, s)) return false;
       // The rest of a list must match its first element's device and dtype (a list shares one dtype), which
       // covers the dtype set and group too; any difference leaves a bit set in `bad`, any autodiff state in `meta`.
-      const uint32_t placement = first->placement();
+      // (cat, the one op with a list today, does not come here: it has its own walk, below.)
+      const uint32_t signature = first->signature();
       uint32_t bad = 0;
       uintptr_t meta = 0;
       for (const Tensor& t : a.list.subspan(1)) {
         const TensorImpl* i = t.impl();
         if (i == nullptr) [[unlikely]]
           return false;
-        bad |= i->placement() ^ placement;
+        bad |= i->signature() ^ signature;
         meta |= reinterpret_cast<uintptr_t>(i->autograd);
       }
-      s.ok &= bad == 0;
+      s.ok &= (bad & TensorImpl::kPlacementBits) == 0;
       if (meta != 0) [[unlikely]]
         s.ok &= accepts_autodiff_state<P>();
       return true;
@@ -487,22 +489,84 @@ struct Specialised {
     return kernel != nullptr ? b : nullptr;
   }
 
+  // The common end of an accepted call: the output allocated and the kernel launched.
+  [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, const OutputSpec& spec, const ArgPack& args) {
+    Tensor out(b->allocate(spec.device, spec.dtype, spec.shape, op.name));
+    b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
+    return out;
+  }
+
+  // cat: steps 1-5 in one walk of the list (Note [One walk over cat's list] in cat_walk.hpp). `accepted(backend,
+  // kernel, spec)` gives the result of an accepted call, `otherwise()` that of any other.
+  static constexpr bool kCat = Id == op_id("cat");
+
+  template <int R, class Accepted, class Otherwise>
+  static auto cat_rank(const ArgPack& args, int axis, Accepted&& accepted, Otherwise&& otherwise) {
+    const std::span<const Tensor> ts = args[0].list;
+    const detail::CatWalkResult w = detail::cat_walk<R, true>(ts, axis);
+    if (w.undefined || w.differs || w.total > kMaxElements) [[unlikely]]
+      return otherwise();
+    if (w.meta != 0 && !accepts_autodiff_state<0>()) [[unlikely]]
+      return otherwise();
+    const TensorImpl* first = ts[0].impl();
+    Backend* b = first->owner;
+    const KernelFn kernel = b->kernel(Id);
+    if (kernel == nullptr) [[unlikely]]
+      return otherwise();
+    const OutputSpec spec = detail::cat_output<R>(ts, axis, w.total, first->device);
+    if (!spec.shape.within_element_bound()) [[unlikely]]
+      return otherwise();  // the generic path raises (Note [The element bound])
+    return accepted(b, kernel, spec);
+  }
+
+  template <class Accepted, class Otherwise>
+  static auto cat(const ArgPack& args, Accepted&& accepted, Otherwise&& otherwise) {
+    static_assert(op.params[0].role == ParamRole::tensor_list && op.params[1].role == ParamRole::int_attr);
+    if (!(args.count == 2 && args[0].role == ParamRole::tensor_list && args[1].role == ParamRole::int_attr))
+      return otherwise();
+    const std::span<const Tensor> ts = args[0].list;
+    if (ts.empty() || ts.size() > detail::kMaxCatList) return otherwise();
+    const TensorImpl* first = ts[0].impl();
+    if (first == nullptr) return otherwise();
+    if constexpr (op.params[0].dtypes.bits != kAnyDType.bits)
+      if (!op.params[0].dtypes.contains(first->dtype)) return otherwise();
+    const int rank = first->shape.rank();
+    int64_t axis = args[1].i;
+    // axis in [-rank, rank) (none for rank 0), in one unsigned compare that cannot overflow
+    if (uint64_t(axis) + uint64_t(rank) >= uint64_t(2 * rank)) return otherwise();
+    if (axis < 0) axis += rank;
+    static_assert(kMaxRank == 6, "one case per rank below");
+    switch (rank) {
+      case 1: return cat_rank<1>(args, int(axis), accepted, otherwise);
+      case 2: return cat_rank<2>(args, int(axis), accepted, otherwise);
+      case 3: return cat_rank<3>(args, int(axis), accepted, otherwise);
+      case 4: return cat_rank<4>(args, int(axis), accepted, otherwise);
+      case 5: return cat_rank<5>(args, int(axis), accepted, otherwise);
+      case 6: return cat_rank<6>(args, int(axis), accepted, otherwise);
+      default: return otherwise();  // rank 0: the generic path raises
+    }
+  }
+
   static Tensor call(const ArgPack& args) {
-    if constexpr (kEligible) {
+    if constexpr (kCat) {
+      return cat(
+          args, [&](Backend* b, KernelFn kernel, const OutputSpec& spec) { return run(b, kernel, spec, args); },
+          [&] { return call_generic(Id, args); });
+    } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (Backend* b = plan(args, target, kernel)) [[likely]] {
-        const OutputSpec spec = output_of(op, CallView{op, args, target});  // step 5 may still raise
-        Tensor out(b->allocate(spec.device, spec.dtype, spec.shape, op.name));
-        b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
-        return out;
-      }
+      if (Backend* b = plan(args, target, kernel)) [[likely]]
+        return run(b, kernel, output_of(op, CallView{op, args, target}), args);  // step 5 may still raise
     }
     return call_generic(Id, args);
   }
 
   static OutputSpec validate(const ArgPack& args) {
-    if constexpr (kEligible) {
+    if constexpr (kCat) {
+      return cat(
+          args, [](Backend*, KernelFn, const OutputSpec& spec) { return spec; },
+          [&] { return validate_generic(Id, args); });
+    } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
       if (plan(args, target, kernel) != nullptr) [[likely]]

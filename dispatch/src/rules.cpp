@@ -11,6 +11,7 @@
 #include "crossfire/error.hpp"
 #include "crossfire/op_table.hpp"
 #include "crossfire/tensor.hpp"
+#include "cat_walk.hpp"
 
 namespace crossfire::rules {
 
@@ -277,39 +278,37 @@ OutputSpec expand(const CallView& c) {
 }
 
 namespace {
-// Raises the ShapeError for element j of cat's list, whose shape does not fit the first element's.
-[[gnu::cold, noreturn]] void cat_mismatch(const CallView& c, size_t j, int64_t axis) {
-  const Shape &s = c.list(0)[j].shape(), &first = c.list(0)[0].shape();
-  if (s.rank() != first.rank())
-    throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
-                     fmt::format("has rank {}, `tensors[0]` has rank {}", s.rank(), first.rank()));
-  throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
-                   fmt::format("has shape {}, which differs from `tensors[0]` {} outside axis {}", s.str(),
-                               first.str(), axis));
+// Raises the ShapeError for the first element of cat's list whose shape does not fit the first element's (the walk
+// said that one does not).
+[[gnu::cold, noreturn]] void cat_mismatch(const CallView& c, int64_t axis) {
+  const std::span<const Tensor> ts = c.list(0);
+  const Shape& first = ts[0].shape();
+  for (size_t j = 1; j < ts.size(); ++j) {
+    const Shape& s = ts[j].shape();
+    if (s.rank() != first.rank())
+      throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
+                       fmt::format("has rank {}, `tensors[0]` has rank {}", s.rank(), first.rank()));
+    for (int i = 0; i < s.rank(); ++i)
+      if (i != axis && s[i] != first[i])
+        throw ShapeError(op_name(c), fmt::format("tensors[{}]", j),
+                         fmt::format("has shape {}, which differs from `tensors[0]` {} outside axis {}", s.str(),
+                                     first.str(), axis));
+  }
+  throw ShapeError(op_name(c), "tensors", "a shape check failed without an offender");
 }
 
 // Step 5 of cat for a list whose first element has rank R: every element must have rank R and the first element's
-// dims outside `axis`; the output is the first element's shape with the list's total along `axis`. R is a template
-// parameter so that the per-element comparison and the output's shape are unrolled: for the common ranks it is a
-// handful of instructions per element (docs/benchmarks.md, the list-of-8 case).
+// dims outside `axis`; the output is the first element's shape with the list's total along `axis`. The walk is
+// the one cat's fast path runs (Note [One walk over cat's list] in cat_walk.hpp).
 template <int R>
 OutputSpec cat_rank(const CallView& c, std::span<const Tensor> ts, int axis) {
-  const Shape& first = ts[0].shape();
-  int64_t total = 0;
-  for (size_t j = 0; j < ts.size(); ++j) {
-    const Shape& s = ts[j].shape();
-    bool fits = s.rank() == R;  // dims past a shape's rank read as 0, so the loop below is safe either way
-    for (int i = 0; i < R; ++i) fits &= i == axis || s[i] == first[i];
-    if (!fits) [[unlikely]]
-      cat_mismatch(c, j, axis);
-    total += s[axis];  // <= kMaxElements per element and fewer than 2^32 elements: cannot overflow
-  }
-  if (total > kMaxElements) [[unlikely]]
+  const detail::CatWalkResult w = detail::cat_walk<R, false>(ts, axis);
+  if (w.differs) [[unlikely]]
+    cat_mismatch(c, axis);
+  if (w.total > kMaxElements) [[unlikely]]
     shape_error(c, 0, "result has too many elements along the axis");
   // (The whole result's size is held to the bound by dispatch: Note [The element bound].)
-  OutputSpec out{ts[0].dtype(), Shape(), c.target};
-  for (int i = 0; i < R; ++i) out.shape.push_back(i == axis ? total : first[i]);
-  return out;
+  return detail::cat_output<R>(ts, axis, w.total, c.target);
 }
 
 template <int... R>
@@ -323,7 +322,7 @@ OutputSpec cat(const CallView& c) {
   const std::span<const Tensor> ts = c.list(0);
   const int rank = ts[0].rank();
   const int axis = int(normalise_axis(c, 1, c.integer(1), rank));  // so rank is in 1..kMaxRank below
-  if (ts.size() >= (size_t(1) << 32)) [[unlikely]]
+  if (ts.size() > detail::kMaxCatList) [[unlikely]]
     shape_error(c, 0, "has too many elements");
   return kCatRules[size_t(rank - 1)](c, ts, axis);
 }

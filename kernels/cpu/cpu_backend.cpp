@@ -50,13 +50,7 @@ TensorImpl* CpuBackend::allocate(Device device, DType dtype, const Shape& shape,
   const size_t nbytes = size_t(numel) * dtype_size(dtype);
   void* block = ::operator new(kSlack + nbytes, std::nothrow);
   if (block == nullptr) throw OutOfMemory(std::string(op), device, nbytes);
-  auto* t = new (block) TensorImpl();
-  t->device = device;
-  t->dtype = dtype;
-  t->shape = shape;
-  t->numel = numel;
-  t->nbytes = nbytes;
-  t->owner = this;
+  auto* t = new (block) TensorImpl(device, dtype, shape, this);
   const uintptr_t after_header = reinterpret_cast<uintptr_t>(block) + sizeof(TensorImpl);
   t->data = reinterpret_cast<void*>((after_header + kAlign - 1) & ~uintptr_t(kAlign - 1));
   BackendCounters::bump(counters_.allocations);

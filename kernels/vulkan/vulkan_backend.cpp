@@ -874,7 +874,7 @@ TensorImpl* VulkanBackend::allocate(Device device, DType dtype, const Shape& sha
   Context& c = context(device.index);
   const int64_t numel = shape.numel();
   const size_t nbytes = size_t(numel) * dtype_size(dtype);
-  auto* t = new VkTensor();
+  auto* t = new VkTensor{TensorImpl(device, dtype, shape, this), {}};
   try {
     std::lock_guard l(c.mu);
     c.check_lost(op);
@@ -885,12 +885,6 @@ TensorImpl* VulkanBackend::allocate(Device device, DType dtype, const Shape& sha
   }
   t->alloc.range = round_up(std::max<size_t>(nbytes, 4), 4);
   TensorImpl& impl = t->impl;
-  impl.device = device;
-  impl.dtype = dtype;
-  impl.shape = shape;
-  impl.numel = numel;
-  impl.nbytes = nbytes;
-  impl.owner = this;
   impl.backend_state = &t->alloc;
   BackendCounters::bump(counters_.allocations);
   BackendCounters::bump(counters_.bytes_allocated, nbytes);

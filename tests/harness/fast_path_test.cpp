@@ -15,6 +15,7 @@
 #include <set>
 
 #include "crossfire/harness/hostile_call.hpp"
+#include "crossfire/ops.hpp"
 #include "support/backend_under_test.hpp"
 
 namespace crossfire::harness {
@@ -124,6 +125,106 @@ TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
   EXPECT_GT(invalid, kCalls / 10);
   EXPECT_GE(ops_run.size(), size_t(kNumOps) * 3 / 4) << valid << " valid calls";
   std::printf("%d valid and %d invalid calls agreed, %zu ops run\n", valid, invalid, ops_run.size());
+}
+
+// cat is the one op with its own fast path (Note [One walk over cat's list] in dispatch/src/cat_walk.hpp): one
+// walk checks every list element's device, dtype, autodiff state, rank and dims. Every kind of difference, at the
+// first, second and last element, for lists of 1 to 9 tensors of ranks 1 to 4 and every axis (in range or not),
+// must end as the generic path ends it, and as the contract says independently of either path: which error kind,
+// or the output's shape.
+TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
+  enum class Change { none, along_axis, off_axis, rank, device, dtype, undefined, tracked };
+  const std::vector<Device> devices = cpu_devices();
+  ASSERT_FALSE(devices.empty());
+  const Device d0 = devices[0];
+  const bool have_d1 = devices.size() > 1;  // a second CPU device, for a device mismatch
+  const Device d1 = have_d1 ? devices[1] : d0;
+  int cases = 0, accepted = 0;
+  for (const bool no_grad : {false, true})
+    for (int rank = 1; rank <= 4; ++rank)
+      for (int n : {1, 2, 3, 8, 9})
+        for (int64_t axis = -rank - 1; axis <= rank; ++axis)
+          for (const Change change : {Change::none, Change::along_axis, Change::off_axis, Change::rank,
+                                      Change::device, Change::dtype, Change::undefined, Change::tracked})
+            for (const int at : {0, 1, n - 1}) {
+              if (at >= n || (change == Change::device && !have_d1)) continue;
+              // The first element's rank decides which axes are valid; only a rank change there alters it.
+              const int first_rank = rank + (change == Change::rank && at == 0 ? 1 : 0);
+              const bool in_range = axis >= -first_rank && axis < first_rank;
+              const int a = int(axis < 0 ? axis + first_rank : axis);
+              const int off = in_range ? (a + 1) % rank : 0;  // a dim other than the axis, when there is one
+              if (change == Change::off_axis && (rank == 1 || !in_range)) continue;
+              std::optional<NoGradGuard> guard;
+              if (no_grad) guard.emplace();
+              SCOPED_TRACE(fmt::format("rank {}, {} tensors, axis {}, change {} at {}{}", rank, n, axis, int(change),
+                                       at, no_grad ? ", under no_grad" : ""));
+              std::vector<int64_t> dims{2, 3, 4, 5};
+              dims.resize(size_t(rank));
+              std::vector<Tensor> ts;
+              std::vector<int64_t> first_dims;
+              int64_t total = 0;
+              for (int j = 0; j < n; ++j) {
+                std::vector<int64_t> s = dims;
+                DType dt = DType::f32;
+                Device dev = d0;
+                if (j == at) {
+                  if (change == Change::along_axis && in_range) s[size_t(a)] += 1;
+                  if (change == Change::off_axis) s[size_t(off)] += 1;
+                  if (change == Change::rank) s.push_back(1);
+                  if (change == Change::dtype) dt = DType::i32;
+                  if (change == Change::device) dev = d1;
+                }
+                if (j == 0) first_dims = s;
+                if (in_range && size_t(a) < s.size()) total += s[size_t(a)];
+                ts.push_back(change == Change::undefined && j == at ? Tensor() : ones(s, dt, dev));
+                if (change == Change::tracked && j == at) ts.back().set_requires_grad();
+              }
+              const ArgPack pack(Arg::of(std::span<const Tensor>(ts)), Arg::integer(axis));
+
+              // What the contract says, from the case alone.
+              std::optional<ErrorKind> expected;  // nullopt: the call succeeds
+              if (change == Change::undefined) expected = ErrorKind::invalid_argument;
+              else if (change == Change::device && n > 1) expected = ErrorKind::device_mismatch;
+              else if (change == Change::dtype && n > 1) expected = ErrorKind::dtype_mismatch;
+              else if (!in_range) expected = ErrorKind::invalid_argument;
+              else if ((change == Change::off_axis || change == Change::rank) && n > 1)
+                expected = ErrorKind::shape;
+
+              const Outcome fast = outcome_of([&] { return describe(validate(ids::cat_id, pack)); });
+              const Outcome generic = outcome_of([&] { return describe(detail::validate_generic(ids::cat_id, pack)); });
+              ASSERT_EQ(fast, generic) << "validate: specialised says " << fast.what << "; generic says "
+                                       << generic.what;
+              ASSERT_EQ(fast.ok, !expected) << fast.what;
+              if (expected) {
+                ASSERT_EQ(fast.kind, *expected) << fast.what;
+              }
+
+              Tensor out_fast, out_generic;
+              const WorldSnapshot s0 = snapshot_world();
+              const Outcome run_fast = outcome_of([&] {
+                out_fast = call(ids::cat_id, pack);
+                return describe(out_fast);
+              });
+              const WorldSnapshot s1 = snapshot_world();
+              const Outcome run_generic = outcome_of([&] {
+                out_generic = detail::call_generic(ids::cat_id, pack);
+                return describe(out_generic);
+              });
+              const WorldSnapshot s2 = snapshot_world();
+              ASSERT_EQ(run_fast, run_generic);
+              ASSERT_EQ(moved(s0, s1), moved(s1, s2));
+              ++cases;
+              if (!run_fast.ok) continue;
+              ++accepted;
+              ASSERT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
+              ASSERT_EQ(out_fast.tracked(), change == Change::tracked && !no_grad);
+              std::vector<int64_t> want = first_dims;
+              want[size_t(a)] = total;
+              ASSERT_EQ(out_fast.shape(), Shape::checked(want, "cat", "test"));
+            }
+  EXPECT_GT(accepted, cases / 4);
+  EXPECT_GT(cases - accepted, cases / 4);
+  std::printf("%d cat calls agreed, %d of them valid\n", cases, accepted);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace crossfire {
 
@@ -114,6 +115,13 @@ class Shape {
     copy_dims(o);
     return *this;
   }
+  // A shape of rank R from its dims (which the caller has checked), every slot written once: no zeroing pass
+  // before the dims, which is what compilers make of `Shape s; s.push_back(...)` when it is inlined into a large
+  // function (a `rep stos` that the dims' narrow stores and later loads then wait behind).
+  template <size_t R>
+    requires(R <= kMaxRank)
+  constexpr explicit Shape(const std::array<int64_t, R>& dims)
+      : Shape(dims, std::make_index_sequence<size_t(kMaxRank + 1)>()) {}
   // Builds a shape from caller data; throws ShapeError on rank > 6, negative dims or more than kMaxElements.
   static Shape checked(std::span<const int64_t> dims, std::string_view op, std::string_view param);
 
@@ -155,6 +163,10 @@ class Shape {
       over |= (d | n) > uint64_t(kMaxElements);
     }
   };
+
+  template <size_t R, size_t... I>
+  constexpr Shape(const std::array<int64_t, R>& dims, std::index_sequence<I...>)
+      : rank_(int(R)), dims_{(I < R ? dims[I < R ? I : 0] : 0)...} {}
 
   constexpr void copy_dims(const Shape& o) {
     for (int i = 0; i < rank_; ++i) {

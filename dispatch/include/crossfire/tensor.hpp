@@ -22,32 +22,43 @@ struct AutogradMeta;
 // tracked tensors, so untracked tensors pay nothing for it.
 //
 // Note [Hot fields]
-// What dispatch reads of every argument (device, dtype, autograd, owner, rank and the first dims) sits in the
+// What dispatch reads of every argument (device, dtype, rank, autograd, owner and the first dims) sits in the
 // first 64-byte cache line: `autograd` and `owner` come before the shape, and a Shape stores its rank before its
 // dims. Moving `autograd` there took ~1 ns off `cat` of 8 tensors (docs/benchmarks.md) with no instruction
 // changed. Fields only the backends read (numel, nbytes, data, backend_state) come after.
+//
+// Note [A tensor's signature]
+// Device, dtype and rank are fixed when a tensor is made (they are const: nothing may change them afterwards), and
+// they sit together in one 32-bit word, the rank as a byte copy of `shape.rank()`, so that the dispatch fast path
+// compares a list element's device, dtype and rank with one load and one xor (`signature()`; g++ and clang read it
+// as one 32-bit load). The copy cannot go stale: the constructor is the only place either is set.
 struct TensorImpl {
   std::atomic<int32_t> refcount{0};
-  Device device;
-  DType dtype = DType::f32;
-  const uint8_t zero = 0;  // fills the word `placement()` reads; always 0
+  const Device device;
+  const DType dtype;
+  const uint8_t rank;  // == shape.rank() (Note [A tensor's signature])
   AutogradMeta* autograd = nullptr;  // owned; non-null only for tracked tensors and leaves with a gradient
-  Backend* owner = nullptr;
-  Shape shape;  // rank first, then dims (Note [Hot fields])
-  int64_t numel = 0;
-  size_t nbytes = 0;
+  Backend* const owner;
+  const Shape shape;  // rank first, then dims (Note [Hot fields])
+  const int64_t numel;
+  const size_t nbytes;
   void* data = nullptr;        // host-addressable data (CPU backend), else nullptr
   void* backend_state = nullptr;  // anything else the owning backend needs (a buffer handle, an offset)
 
-  // Device and dtype as one word: two tensors' placements are equal exactly when both are (the dispatch fast path
-  // compares a list's elements this way; g++ and clang read it as one 32-bit load).
-  uint32_t placement() const { return uint32_t(device.packed()) | uint32_t(dtype) << 16 | uint32_t(zero) << 24; }
-
-  TensorImpl() = default;
+  // What a backend's allocate() knows; `data` and `backend_state` are the backend's to fill in.
+  TensorImpl(Device d, DType t, const Shape& s, Backend* o)
+      : device(d), dtype(t), rank(uint8_t(s.rank())), owner(o), shape(s), numel(s.numel()),
+        nbytes(size_t(numel) * dtype_size(t)) {}
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
+
+  // Device, dtype and rank as one word: two tensors' signatures are equal exactly when all three are.
+  uint32_t signature() const { return uint32_t(device.packed()) | uint32_t(dtype) << 16 | uint32_t(rank) << 24; }
+  // Device and dtype alone (the signature's low three bytes).
+  static constexpr uint32_t kPlacementBits = 0x00ffffff;
 };
-static_assert(sizeof(Device) == 2 && sizeof(DType) == 1, "placement() packs a Device, a DType and `zero`");
+static_assert(sizeof(Device) == 2 && sizeof(DType) == 1 && kMaxRank <= 255,
+              "signature() packs a Device, a DType and the rank in one word");
 
 void release_tensor_impl(TensorImpl* impl);  // called when the refcount drops to zero
 
