@@ -53,7 +53,8 @@ template <int R, bool kPlacement>
   uintptr_t meta = kPlacement ? reinterpret_cast<uintptr_t>(first->autograd) : 0;
   int64_t total = first->shape[a];
   bool undefined = false;
-#pragma GCC unroll 2
+  // (Unrolled by 4: ~1 ns less than by 2 on cat of 8, paired, docs/benchmarks.md.)
+#pragma GCC unroll 4
   for (const Tensor& t : ts.subspan(1)) {
     const TensorImpl* i = t.impl();
     if constexpr (kPlacement) {
