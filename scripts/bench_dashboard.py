@@ -4,7 +4,9 @@
   bench_dashboard.py --history HISTORY.jsonl --out dashboard.html [--threshold 0.10] [--title TEXT]
 
 The page has one chart per benchmark (median real time over the runs in the history, drawn as inline SVG by the
-page's own script: no CDN, no network) and a table comparing the latest run with the one before. When the script
+page's own script: no CDN, no network), one more per `paired` dispatch benchmark with its overhead against the
+10 ns target (the summary's judgement: the median of the repetitions at nominal speed), and a table comparing the
+latest run with the one before. When the script
 has drawn every chart it writes `data-charts-drawn="N"` on <body> and "charts drawn: N" into #status; any script
 error is caught by window.onerror and written into the page as <pre class="script-error">, so a headless browser's
 --dump-dom shows both (tests/bench_dashboard_test.py checks them).
@@ -49,6 +51,7 @@ figure.chart figcaption { font: 12px monospace; word-break: break-all; }
 figure.chart .latest { color: #555; font: 11px sans-serif; }
 svg .axis { stroke: #999; stroke-width: 1; }
 svg .line { fill: none; stroke: #1f77b4; stroke-width: 1.5; }
+svg .target { stroke: #d62728; stroke-width: 1; stroke-dasharray: 4 3; }
 svg .band { fill: #1f77b4; fill-opacity: 0.12; stroke: none; }
 svg circle { fill: #1f77b4; }
 svg text { font: 10px sans-serif; fill: #555; }
@@ -67,6 +70,9 @@ input#filter { width: 30em; }
 <p id="status">drawing charts...</p>
 <h2>Latest run against the previous one</h2>
 __TABLE__
+<h2>Dispatch overhead over time (API - (direct + alloc), paired; median of the repetitions at nominal speed;
+band: their range; dashed: the __TARGET__ ns target)</h2>
+<div id="overhead" class="charts"></div>
 <h2>Every benchmark over time (median real time; band: min..max of the repetitions)</h2>
 <p><label>Filter: <input id="filter" type="search" placeholder="regular expression, e.g. dispatch/cpu"></label></p>
 <div id="sections"></div>
@@ -91,13 +97,25 @@ __TABLE__
     return v.toPrecision(3);
   }
 
-  // Draws one benchmark's series; returns the <figure>, or null when no run has a number for it.
-  function chart(name) {
+  function isNum(v) { return typeof v === 'number' && isFinite(v); }
+  // What a chart draws of a run's record of a benchmark: {y, lo, hi, unit}, or null where it has no number.
+  function realTime(b) {
+    return b && isNum(b.real_time) ? {y: b.real_time, lo: b.min, hi: b.max, unit: b.time_unit} : null;
+  }
+  function pairedOverhead(b) {
+    var p = b && b.paired;
+    return p && isNum(p.overhead_ns) ? {y: p.overhead_ns, lo: p.min, hi: p.max, unit: 'ns',
+                                        note: p.nominal + ' of ' + p.repetitions + ' repetitions at nominal speed'}
+                                     : null;
+  }
+
+  // Draws one benchmark's series of `value` (realTime, pairedOverhead); a `target` draws a dashed line there.
+  // Returns the <figure>, or null when no run has a number for it.
+  function chart(name, value, target) {
     var pts = [];
     runs.forEach(function (r, i) {
-      var b = r.benchmarks[name];
-      if (b && typeof b.real_time === 'number' && isFinite(b.real_time))
-        pts.push({i: i, y: b.real_time, lo: b.min, hi: b.max, unit: b.time_unit, run: r, b: b});
+      var v = value(r.benchmarks[name]);
+      if (v) pts.push({i: i, y: v.y, lo: v.lo, hi: v.hi, unit: v.unit, note: v.note, run: r, b: r.benchmarks[name]});
     });
     if (pts.length === 0) return null;
     var W = 340, H = 150, L = 48, R = 8, T = 8, B = 22;
@@ -106,6 +124,7 @@ __TABLE__
       ymax = Math.max(ymax, p.hi != null ? p.hi : p.y, p.y);
       ymin = Math.min(ymin, p.lo != null ? p.lo : p.y, p.y);
     });
+    if (target != null) ymax = Math.max(ymax, target * 1.1);
     ymin = Math.min(0, ymin);
     if (ymax <= ymin) ymax = ymin + 1;
     var n = Math.max(runs.length - 1, 1);
@@ -132,23 +151,30 @@ __TABLE__
           .concat(band.slice().reverse().map(function (p) { return x(p.i) + ',' + y(p.lo); }));
       el('polygon', {'class': 'band', points: d.join(' ')}, svg);
     }
+    if (target != null) {
+      el('line', {'class': 'target', x1: L, y1: y(target), x2: W - R, y2: y(target)}, svg);
+      el('text', {x: W - R, y: y(target) - 3, 'text-anchor': 'end'}, svg).textContent = 'target ' + fmt(target);
+    }
     el('polyline', {'class': 'line', points: pts.map(function (p) { return x(p.i) + ',' + y(p.y); }).join(' ')}, svg);
     pts.forEach(function (p) {
       var c = el('circle', {cx: x(p.i), cy: y(p.y), r: 2.5}, svg);
-      el('title', {}, c).textContent = name + '\n' + fmt(p.y) + ' ' + p.unit + '\n' + (p.run.timestamp || '') +
+      el('title', {}, c).textContent = name + '\n' + fmt(p.y) + ' ' + p.unit + (p.note ? ' (' + p.note + ')' : '') +
+          '\n' + (p.run.timestamp || '') +
           (p.run.commit ? '\ncommit ' + p.run.commit.slice(0, 12) : '') + (p.run.ref ? ' (' + p.run.ref + ')' : '');
     });
     var cap = document.createElement('figcaption');
     cap.textContent = name;
-    var last = pts[pts.length - 1].b, extra = [];
-    if (last.counters) {
+    var lastPt = pts[pts.length - 1], last = lastPt.b, extra = [];
+    if (lastPt.note) extra.push(lastPt.note);
+    if (target == null && last.counters) {
       if (last.counters.bytes_per_second) extra.push(fmt(last.counters.bytes_per_second / 1e9) + ' GB/s');
       if (last.counters['FLOP/s']) extra.push(fmt(last.counters['FLOP/s'] / 1e9) + ' GFLOP/s');
       if (last.counters['allocs/op'] != null) extra.push(fmt(last.counters['allocs/op']) + ' allocs/op');
     }
     var latest = document.createElement('div');
     latest.className = 'latest';
-    latest.textContent = 'latest: ' + fmt(last.real_time) + ' ' + last.time_unit +
+    latest.textContent = 'latest: ' + fmt(lastPt.y) + ' ' + lastPt.unit +
+        (target != null ? (lastPt.y <= target ? ' (within the target)' : ' (over the target)') : '') +
         (extra.length ? ' | ' + extra.join(', ') : '');
     cap.appendChild(latest);
     fig.appendChild(cap);
@@ -163,8 +189,14 @@ __TABLE__
     var g = k.split('/').slice(0, 2).join('/');
     (groups[g] = groups[g] || []).push(k);
   });
-  var root = document.getElementById('sections');
   var drawn = 0;
+  var overhead = document.getElementById('overhead');
+  Object.keys(names).sort().forEach(function (k) {
+    var f = chart(k, pairedOverhead, data.target_ns);
+    if (f) { f.classList.add('overhead'); overhead.appendChild(f); drawn++; }
+  });
+  if (!overhead.firstChild) overhead.textContent = 'No paired dispatch benchmark in the history.';
+  var root = document.getElementById('sections');
   Object.keys(groups).forEach(function (g) {
     var sec = document.createElement('section');
     sec.setAttribute('data-group', g);
@@ -174,7 +206,7 @@ __TABLE__
     var box = document.createElement('div');
     box.className = 'charts';
     groups[g].forEach(function (k) {
-      var f = chart(k);
+      var f = chart(k, realTime, null);
       if (f) { box.appendChild(f); drawn++; }
     });
     sec.appendChild(box);
@@ -184,7 +216,7 @@ __TABLE__
   document.getElementById('filter').addEventListener('input', function (e) {
     var rx;
     try { rx = new RegExp(e.target.value); } catch (err) { return; }
-    document.querySelectorAll('figure.chart').forEach(function (f) {
+    document.querySelectorAll('#sections figure.chart').forEach(function (f) {
       f.style.display = rx.test(f.getAttribute('data-benchmark')) ? '' : 'none';
     });
   });
@@ -214,12 +246,18 @@ def comparison_table(runs, threshold):
             rows.append((1, name, f"<td>-</td><td>{nb['real_time']:.4g} {html.escape(nb['time_unit'])}</td>"
                          "<td>new</td><td></td>", ""))
             continue
-        change = (nb["real_time"] - ob["real_time"]) / ob["real_time"] if ob["real_time"] > 0 else 0.0
+        # A paired dispatch benchmark is compared on its overhead (what its chart shows), not on the pair's time.
+        if "paired" in nb and "paired" in ob:
+            old_v, new_v, old_u, new_u = (ob["paired"]["overhead_ns"], nb["paired"]["overhead_ns"],
+                                          "ns overhead", "ns overhead")
+        else:
+            old_v, new_v, old_u, new_u = ob["real_time"], nb["real_time"], ob["time_unit"], nb["time_unit"]
+        change = (new_v - old_v) / old_v if old_v > 0 else 0.0
         cls = "regression" if change > threshold else "faster" if change < -threshold else ""
         allocs = (nb.get("counters") or {}).get("allocs/op")
         rows.append((0 if cls else 1, name,
-                     f"<td>{ob['real_time']:.4g} {html.escape(ob['time_unit'])}</td>"
-                     f"<td>{nb['real_time']:.4g} {html.escape(nb['time_unit'])}</td>"
+                     f"<td>{old_v:.4g} {html.escape(old_u)}</td>"
+                     f"<td>{new_v:.4g} {html.escape(new_u)}</td>"
                      f"<td>{change:+.1%}</td><td>{'' if allocs is None else f'{allocs:.3g}'}</td>", cls))
     body = "\n".join(f"<tr class=\"{cls}\"><td>{html.escape(name)}</td>{cells}</tr>"
                      for _, name, cells, cls in sorted(rows, key=lambda r: (r[0], r[1])))
@@ -228,6 +266,10 @@ def comparison_table(runs, threshold):
             f"<p>Rows past &plusmn;{threshold:.0%} are coloured. Previous: {html.escape(prev.get('timestamp', ''))} "
             f"{html.escape(prev.get('commit', '')[:12])}; latest: {html.escape(last.get('timestamp', ''))} "
             f"{html.escape(last.get('commit', '')[:12])}.</p>")
+
+
+# The CPU dispatch target (issue 5): dispatch plus validation adds at most this over the direct kernel call.
+DISPATCH_TARGET_NS = 10.0
 
 
 def render(runs, threshold=0.10, title="crossfire benchmarks"):
@@ -239,8 +281,10 @@ def render(runs, threshold=0.10, title="crossfire benchmarks"):
     else:
         meta = "The history is empty."
     # The data goes into a <script type="application/json">: only "</" could end it early.
-    data = json.dumps({"runs": runs}, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    data = json.dumps({"runs": runs, "target_ns": DISPATCH_TARGET_NS}, separators=(",", ":"),
+                      allow_nan=False).replace("</", "<\\/")
     return (PAGE.replace("__TITLE__", html.escape(title)).replace("__META__", meta)
+            .replace("__TARGET__", f"{DISPATCH_TARGET_NS:g}")
             .replace("__TABLE__", comparison_table(runs, threshold)).replace("__DATA__", data))
 
 

@@ -15,7 +15,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_history import BenchFileError, iterations_of, load_benchmark_json, summarise  # noqa: E402
+from bench_history import (BenchFileError, iterations_of, load_benchmark_json, nominal_repetitions,  # noqa: E402
+                           summarise)
 
 CASES = ["0_tensors_full", "1_tensor_neg", "2_tensors_add", "3_tensors_where", "list_8_cat"]
 
@@ -44,19 +45,6 @@ def median_interval(a, level=0.95, resamples=4000, seed=1):
 
 def verdict_of(limit, lo, hi):
     return "yes" if hi <= limit else "**no**" if lo > limit else "unclear"
-
-
-def nominal_repetitions(reps):
-    """The `paired` repetitions that ran at the machine's nominal speed: those whose baseline (counter baseline_ns,
-    the median direct + alloc time of their nominal pairs) is within 15% of the fastest repetition's. Within a
-    repetition bench_dispatch.cpp already keeps only the pairs whose baseline ran at the repetition's own nominal
-    speed; this step drops repetitions that a slow phase of the machine covered from start to end. The baseline
-    does not contain the code under test, so the choice favours no result. Older runs without baseline_ns: all."""
-    base = [r["baseline_ns"] for r in reps if "baseline_ns" in r]
-    if len(base) != len(reps) or not base:
-        return reps
-    fastest = min(base)
-    return [r for r in reps if r["baseline_ns"] <= 1.15 * fastest]
 
 
 def paired_at_most(limit, reps):

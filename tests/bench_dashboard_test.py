@@ -38,8 +38,12 @@ def dump_dom(chromium, html_path):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+PAIRED = ["dispatch/cpu/2_tensors_add/paired", "dispatch/cpu/list_8_cat/paired"]
+
+
 def synthetic_history(path):
-    """Four runs; three benchmarks with numbers, one skipped in every run, one that appears only later."""
+    """Four runs; three benchmarks with numbers, one skipped in every run, one that appears only later, and two
+    `paired` dispatch benchmarks (a time and a paired overhead each), one within the 10 ns target, one over it."""
     names = ["dispatch/cpu/2_tensors_add/api", "dispatch/cpu/2_tensors_add/direct", "kernel/add/cpu/large"]
     with open(path, "w") as f:
         for i in range(4):
@@ -50,6 +54,12 @@ def synthetic_history(path):
                     t *= 1.3  # a regression the comparison table must flag
                 benchmarks[n] = {"real_time": t, "cpu_time": t * 0.9, "min": t - 1, "max": t + 2, "time_unit": "ns",
                                  "repetitions": 9, "counters": {"allocs/op": 1.0, "bytes_per_second": 1e9 * (i + 1)}}
+            for k, n in enumerate(PAIRED):
+                o = 6.0 + 6.0 * k + 0.1 * i  # 6.x ns: within the target; 12.x: over it
+                benchmarks[n] = {"real_time": 9000.0 + i, "cpu_time": 9000.0, "min": 8990.0, "max": 9010.0,
+                                 "time_unit": "ns", "repetitions": 9, "counters": {"overhead_ns": o},
+                                 "paired": {"overhead_ns": o, "min": o - 0.2, "max": o + 0.3, "nominal": 8,
+                                            "repetitions": 9}}
             benchmarks["kernel/neg/cpu/small"] = {"skipped": "unsupported: the cpu backend has no kernel for `neg`"}
             if i >= 2:
                 benchmarks["kernel/matmul/cpu/small"] = {"real_time": 9.5 - i, "cpu_time": 9.0, "time_unit": "us",
@@ -58,7 +68,7 @@ def synthetic_history(path):
                    "ref": "main", "context": {"host_name": "test", "num_cpus": 2, "crossfire_backends": "cpu"},
                    "benchmarks": benchmarks}
             f.write(json.dumps(rec) + "\n")
-    return len(names) + 1  # benchmarks with at least one number
+    return len(names) + 1 + 2 * len(PAIRED)  # charts: benchmarks with a number, and one more per paired one
 
 
 def main():
@@ -93,7 +103,7 @@ def main():
             failures.append("the page never wrote data-charts-drawn (its script did not finish)")
         elif int(m.group(1)) != expected:
             failures.append(f"data-charts-drawn={m.group(1)}, expected {expected}")
-        figures = re.findall(r'<figure class="chart" data-benchmark="([^"]+)">(.*?)</figure>', dom, re.S)
+        figures = re.findall(r'<figure class="chart(?: overhead)?" data-benchmark="([^"]+)">(.*?)</figure>', dom, re.S)
         if len(figures) != expected:
             failures.append(f"{len(figures)} chart figures in the DOM, expected {expected}")
         for name, body in figures:
@@ -101,8 +111,20 @@ def main():
                 failures.append(f"chart {name} has no line")
             if len(re.findall(r"<circle", body)) == 0:
                 failures.append(f"chart {name} has no points")
+        overhead = re.findall(r'<figure class="chart overhead" data-benchmark="([^"]+)">(.*?)</figure>', dom, re.S)
+        if sorted(n for n, _ in overhead) != PAIRED:
+            failures.append(f"overhead charts for {[n for n, _ in overhead]}, expected {PAIRED}")
+        for name, body in overhead:
+            if '<line class="target"' not in body:
+                failures.append(f"overhead chart {name} has no target line")
+        verdicts = [re.search(r'\((within|over) the target\)', b).group(1) if re.search(r'the target\)', b) else None
+                    for _, b in sorted(overhead)]
+        if verdicts != ["within", "over"]:
+            failures.append(f"overhead charts say {verdicts} of the target, expected within (add), over (cat)")
         if "kernel/neg/cpu/small" in [n for n, _ in figures]:
             failures.append("a benchmark skipped in every run got a chart")
+        if not re.search(r'list_8_cat/paired</td><td>12.2 ns overhead</td><td>12.3 ns overhead</td>', dom):
+            failures.append("the table does not compare a paired benchmark on its overhead")
         if 'id="comparison"' not in dom or 'class="regression"' not in dom:
             failures.append("the latest-vs-previous table is missing, or did not flag the +30% change")
 

@@ -26,6 +26,17 @@ def gbench_json(times, name="dispatch/cpu/2_tensors_add/api", extra=None):
             "benchmarks": benchmarks}
 
 
+def paired(name, overheads, baselines=None):
+    """The repetitions of bench_dispatch's `paired` benchmark for one case: one paired difference (overhead_ns) and
+    one baseline (baseline_ns, the direct + alloc batch) per repetition."""
+    baselines = baselines or [40.0] * len(overheads)
+    return [{"name": f"dispatch/cpu/{name}/paired", "run_name": f"dispatch/cpu/{name}/paired",
+             "run_type": "iteration", "repetitions": len(overheads), "repetition_index": i, "threads": 1,
+             "iterations": 1000, "real_time": 9000.0, "cpu_time": 9000.0, "time_unit": "ns",
+             "overhead_ns": o, "overhead_all_ns": o, "nominal_share": 0.9, "baseline_ns": b}
+            for i, (o, b) in enumerate(zip(overheads, baselines))]
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
@@ -149,6 +160,20 @@ class HistoryTest(ScriptTest):
         self.assertEqual(r.returncode, 0)
         self.assertIn("3 run(s)", r.stdout)
 
+    def test_paired_benchmarks_keep_the_overhead_the_summary_judges(self):
+        # Two of five repetitions ran in a slow phase (baseline 60 against 40): the record keeps the median of the
+        # three at nominal speed, as bench_summary.py judges it, and says how many that was.
+        extra = paired("0_tensors_full", [8.0, 21.0, 8.2, 20.0, 7.9], [40.0, 60.0, 41.0, 58.0, 40.5])
+        hist = os.path.join(self.dir, "history.jsonl")
+        r = run("bench_history.py", "append", self.write("run.json", gbench_json([10] * 3, extra=extra)),
+                "--history", hist)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(hist) as f:
+            rec = json.loads(f.read())["benchmarks"]
+        self.assertEqual(rec["dispatch/cpu/0_tensors_full/paired"]["paired"],
+                         {"overhead_ns": 8.0, "min": 7.9, "max": 8.2, "nominal": 3, "repetitions": 5})
+        self.assertNotIn("paired", rec["dispatch/cpu/2_tensors_add/api"])
+
     def test_corrupt_history_is_an_error_and_left_untouched(self):
         hist = self.write("history.jsonl", json.dumps({"schema": 1, "benchmarks": {}}) + "\n{not json\n")
         before = read_bytes(hist)
@@ -255,14 +280,6 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertEqual(verdict["0_tensors_full"], "yes (medians only: fewer than 3 repetitions)")
 
     def test_summary_judges_the_dispatch_target_on_the_paired_difference_when_there_is_one(self):
-        def paired(name, overheads, baselines=None):
-            baselines = baselines or [40.0] * len(overheads)
-            return [{"name": f"dispatch/cpu/{name}/paired", "run_name": f"dispatch/cpu/{name}/paired",
-                     "run_type": "iteration", "repetitions": len(overheads), "repetition_index": i, "threads": 1,
-                     "iterations": 1000, "real_time": 9000.0, "cpu_time": 9000.0, "time_unit": "ns",
-                     "overhead_ns": o, "overhead_all_ns": o, "nominal_share": 0.9, "baseline_ns": b}
-                    for i, (o, b) in enumerate(zip(overheads, baselines))]
-
         def unpaired(name, api, direct_alloc):
             return (gbench_json(api, f"dispatch/cpu/{name}/api")["benchmarks"] +
                     gbench_json(direct_alloc, f"dispatch/cpu/{name}/direct_alloc")["benchmarks"])
