@@ -2,6 +2,7 @@
 // the op and the argument, before any side effect.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 
 #include <fmt/format.h>
@@ -208,6 +209,36 @@ TEST_F(Validation, HostileSizesAreRejectedBeforeAnyAllocation) {
               fold(huge_view, {int64_t(1) << 24, int64_t(1) << 24}, {1, 1}, {1, 1}, {0, 0});
             }).param,
             "output_size");
+}
+
+// A shape built from an array of its dims (what cat's output uses, Note [One walk over cat's list]) is those dims,
+// and reads as zero past its rank, which cat's walk relies on when it reads an element of another rank.
+TEST(Shape, FromAnArrayIsItsDimsWithZerosPastTheRank) {
+  const Shape s(std::array<int64_t, 3>{2, 0, 7});
+  EXPECT_EQ(s, Shape({2, 0, 7}));
+  EXPECT_EQ(s.rank(), 3);
+  for (int i = 3; i <= kMaxRank; ++i) EXPECT_EQ(s[i], 0) << "dim " << i;
+  EXPECT_EQ(Shape(std::array<int64_t, 0>{}), Shape());
+}
+
+// A tensor's signature (Note [A tensor's signature] in tensor.hpp) stands for its device, dtype and rank: two
+// tensors' signatures are equal exactly when all three are, whatever the dims, on every backend.
+TEST_F(Validation, ATensorsSignatureIsItsDeviceDtypeAndRank) {
+  std::vector<Device> devices{d0};
+  std::string why;
+  if (auto d1 = testing::device_under_test(1, &why)) devices.push_back(*d1);
+  std::vector<Tensor> ts;
+  for (const Device& d : devices)
+    for (DType dt : {DType::f32, DType::i32, DType::boolean})
+      for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{}, {3}, {4}, {2, 3}, {3, 2}, {1, 1, 1}})
+        ts.push_back(zeros(shape, dt, d));
+  for (const Tensor& a : ts) {
+    EXPECT_EQ(int(a.impl()->rank), a.rank());
+    for (const Tensor& b : ts)
+      EXPECT_EQ(a.impl()->signature() == b.impl()->signature(),
+                a.device() == b.device() && a.dtype() == b.dtype() && a.rank() == b.rank())
+          << a.str() << " and " << b.str();
+  }
 }
 
 // Every tensor's shape keeps Shape::checked's bound: its non-zero dims multiply to at most kMaxElements. A shape

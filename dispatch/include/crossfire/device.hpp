@@ -164,6 +164,7 @@ class Shape {
     }
   };
 
+  // (The inner `I < R ? I : 0` keeps the index in range in the branch that the outer test discards.)
   template <size_t R, size_t... I>
   constexpr Shape(const std::array<int64_t, R>& dims, std::index_sequence<I...>)
       : rank_(int(R)), dims_{(I < R ? dims[I < R ? I : 0] : 0)...} {}
