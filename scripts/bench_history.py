@@ -157,6 +157,21 @@ def summarise(data):
     return out
 
 
+def overhead_entries(data):
+    """One entry per `paired` dispatch benchmark, named <name>_overhead, whose time is its dispatch overhead as the
+    summary judges it (paired_record): so that github-action-benchmark, which reads the medians file, tracks and
+    alerts on the overhead itself, not only on the pair's total time."""
+    out = []
+    for name, reps in iterations_of(data).items():
+        paired = paired_record(reps)
+        if paired:
+            out.append({"name": f"{name}_overhead", "run_name": f"{name}_overhead", "run_type": "aggregate",
+                        "aggregate_name": "median", "repetitions": paired["repetitions"], "threads": 1,
+                        "iterations": paired["nominal"], "real_time": paired["overhead_ns"],
+                        "cpu_time": paired["overhead_ns"], "time_unit": "ns"})
+    return out
+
+
 def merge(paths, out_path, medians_path=None):
     merged = None
     offset = 0
@@ -182,6 +197,7 @@ def merge(paths, out_path, medians_path=None):
                               if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"]
         if not meds["benchmarks"]:  # a single repetition: no aggregates; every run is its own median
             meds["benchmarks"] = [b for b in merged["benchmarks"] if not b.get("error_occurred")]
+        meds["benchmarks"] = meds["benchmarks"] + overhead_entries(merged)
         _write_json_atomic(medians_path, _json_safe(meds))  # JavaScript's JSON.parse rejects NaN
     return merged
 

@@ -174,6 +174,20 @@ class HistoryTest(ScriptTest):
                          {"overhead_ns": 8.0, "min": 7.9, "max": 8.2, "nominal": 3, "repetitions": 5})
         self.assertNotIn("paired", rec["dispatch/cpu/2_tensors_add/api"])
 
+    def test_medians_file_carries_each_paired_overhead(self):
+        # github-action-benchmark reads the medians file: each paired benchmark adds its overhead as its own entry.
+        extra = paired("0_tensors_full", [8.0, 21.0, 8.2, 20.0, 7.9], [40.0, 60.0, 41.0, 58.0, 40.5])
+        runf = self.write("run.json", gbench_json([10] * 3, extra=extra))
+        out, med = os.path.join(self.dir, "m.json"), os.path.join(self.dir, "med.json")
+        r = run("bench_history.py", "merge", out, runf, "--medians", med)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        entries = {b["name"]: b for b in json.loads(read_bytes(med))["benchmarks"]}
+        self.assertEqual(entries["dispatch/cpu/0_tensors_full/paired_overhead"]["real_time"], 8.0)
+        self.assertEqual(entries["dispatch/cpu/0_tensors_full/paired_overhead"]["time_unit"], "ns")
+        self.assertNotIn("dispatch/cpu/2_tensors_add/api_overhead", entries)
+        # The merged run itself (compare.py's input) is left as Google Benchmark wrote it.
+        self.assertFalse(any(b["name"].endswith("_overhead") for b in json.loads(read_bytes(out))["benchmarks"]))
+
     def test_corrupt_history_is_an_error_and_left_untouched(self):
         hist = self.write("history.jsonl", json.dumps({"schema": 1, "benchmarks": {}}) + "\n{not json\n")
         before = read_bytes(hist)
