@@ -378,8 +378,11 @@ using detail::validate_generic;
 // everything again from the start and raises the contract's error in the contract's order. Nothing has happened
 // before the hand-over (no allocation, no counter, no tape), so the fallback cannot be observed, and the two paths
 // cannot disagree about which error a call gets: only the generic one raises before step 5, and step 5 (output_of:
-// the op's rule, then the element bound) is the same function on both.
-// tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls.
+// the op's rule, then the element bound) is the same function on both. (cat, the one op whose checks grow with its
+// arguments, runs its rule's own walk and output function in the fast path instead of calling the rule: Note [One
+// walk over cat's list] in cat_walk.hpp; it too only accepts.)
+// tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls, and
+// SpecialisedPath.CatAgreesWithTheGenericPathOnEveryKindOfDifference holds cat's to it on every kind of difference.
 template <OpId Id>
 struct Specialised {
   static constexpr const OpDef& op = kOpTable[Id];
