@@ -387,7 +387,11 @@ template <OpId Id>
 struct Specialised {
   static constexpr const OpDef& op = kOpTable[Id];
   static constexpr int kDeviceParam = op.param_with_role(ParamRole::device_attr);
-  static constexpr bool kEligible = Id != kTo && Id != kFromData && (op.has_tensor_params() || kDeviceParam >= 0);
+  // cat has its own fast path (below: one walk over its list). Any other op with a tensor list would take the
+  // generic path until it has one; there is none today.
+  static constexpr bool kCat = Id == op_id("cat");
+  static constexpr bool kEligible = Id != kTo && Id != kFromData && (op.has_tensor_params() || kDeviceParam >= 0) &&
+                                    op.param_with_role(ParamRole::tensor_list) < 0;
 
   // What the checks have seen so far. `ok` stays true while every check passes and no input carries autodiff
   // state that the call could record or must refuse (accepts_autodiff_state); a null tensor makes the walk stop at
@@ -436,32 +440,12 @@ struct Specialised {
   template <size_t P>
   static bool check_param(const ArgPack& args, Seen& s) {
     constexpr ParamRole role = op.params[P].role;
+    static_assert(role != ParamRole::tensor_list, "an op with a tensor list is not eligible (kEligible)");
     const Arg& a = args[int(P)];
     if constexpr (role == ParamRole::tensor) {
       return check_tensor<P>(a.tensor->impl(), s);
     } else if constexpr (role == ParamRole::optional_tensor) {
       return !a.present || check_tensor<P>(a.tensor->impl(), s);
-    } else if constexpr (role == ParamRole::tensor_list) {
-      if (a.list.empty()) return true;
-      const TensorImpl* first = a.list[0].impl();
-      if (!check_tensor<P>(first, s)) return false;
-      // The rest of a list must match its first element's device and dtype (a list shares one dtype), which
-      // covers the dtype set and group too; any difference leaves a bit set in `bad`, any autodiff state in `meta`.
-      // (cat, the one op with a list today, does not come here: it has its own walk, below.)
-      const uint32_t signature = first->signature();
-      uint32_t bad = 0;
-      uintptr_t meta = 0;
-      for (const Tensor& t : a.list.subspan(1)) {
-        const TensorImpl* i = t.impl();
-        if (i == nullptr) [[unlikely]]
-          return false;
-        bad |= i->signature() ^ signature;
-        meta |= reinterpret_cast<uintptr_t>(i->autograd);
-      }
-      s.ok &= (bad & TensorImpl::kPlacementBits) == 0;
-      if (meta != 0) [[unlikely]]
-        s.ok &= accepts_autodiff_state<P>();
-      return true;
     } else {
       return true;
     }
@@ -501,7 +485,6 @@ struct Specialised {
 
   // cat: steps 1-5 in one walk of the list (Note [One walk over cat's list] in cat_walk.hpp). `accepted(backend,
   // kernel, spec)` gives the result of an accepted call, `otherwise()` that of any other.
-  static constexpr bool kCat = Id == op_id("cat");
 
   template <int R, class Accepted, class Otherwise>
   static auto cat_rank(const ArgPack& args, int axis, Accepted&& accepted, Otherwise&& otherwise) {

@@ -46,8 +46,7 @@ DeviceInfo CpuBackend::device_info(int index) const {
 }
 
 TensorImpl* CpuBackend::allocate(Device device, DType dtype, const Shape& shape, std::string_view op) {
-  const int64_t numel = shape.numel();
-  const size_t nbytes = size_t(numel) * dtype_size(dtype);
+  const size_t nbytes = TensorImpl::nbytes_of(dtype, shape);  // the block's size, before the header exists
   void* block = ::operator new(kSlack + nbytes, std::nothrow);
   if (block == nullptr) throw OutOfMemory(std::string(op), device, nbytes);
   auto* t = new (block) TensorImpl(device, dtype, shape, this);

@@ -153,9 +153,8 @@ void CudaBackend::release_scratch(Device device, void* p, size_t bytes) {
 }
 
 TensorImpl* CudaBackend::allocate(Device device, DType dtype, const Shape& shape, std::string_view op) {
-  const int64_t numel = shape.numel();
-  const size_t nbytes = size_t(numel) * dtype_size(dtype);
   auto t = std::make_unique<TensorImpl>(device, dtype, shape, this);
+  const size_t nbytes = t->nbytes;
   t->data = nullptr;  // device memory is not host-addressable
   if (nbytes > 0) t->backend_state = device_alloc(device, nbytes, op);
   BackendCounters::bump(counters_.allocations);

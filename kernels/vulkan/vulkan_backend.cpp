@@ -872,9 +872,8 @@ void VulkanBackend::set_memory_limit(int index, uint64_t bytes) {
 
 TensorImpl* VulkanBackend::allocate(Device device, DType dtype, const Shape& shape, std::string_view op) {
   Context& c = context(device.index);
-  const int64_t numel = shape.numel();
-  const size_t nbytes = size_t(numel) * dtype_size(dtype);
   auto* t = new VkTensor{TensorImpl(device, dtype, shape, this), {}};
+  const size_t nbytes = t->impl.nbytes;
   try {
     std::lock_guard l(c.mu);
     c.check_lost(op);

@@ -48,14 +48,15 @@ struct TensorImpl {
   // What a backend's allocate() knows; `data` and `backend_state` are the backend's to fill in.
   TensorImpl(Device d, DType t, const Shape& s, Backend* o)
       : device(d), dtype(t), rank(uint8_t(s.rank())), owner(o), shape(s), numel(s.numel()),
-        nbytes(size_t(numel) * dtype_size(t)) {}
+        nbytes(nbytes_of(t, s)) {}
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
 
   // Device, dtype and rank as one word: two tensors' signatures are equal exactly when all three are.
   uint32_t signature() const { return uint32_t(device.packed()) | uint32_t(dtype) << 16 | uint32_t(rank) << 24; }
-  // Device and dtype alone (the signature's low three bytes).
-  static constexpr uint32_t kPlacementBits = 0x00ffffff;
+
+  // The bytes of a tensor's data: what the constructor sets `nbytes` to, for a backend that sizes its block first.
+  static constexpr size_t nbytes_of(DType t, const Shape& s) { return size_t(s.numel()) * dtype_size(t); }
 };
 static_assert(sizeof(Device) == 2 && sizeof(DType) == 1 && kMaxRank <= 255,
               "signature() packs a Device, a DType and the rank in one word");
