@@ -383,9 +383,22 @@ using detail::validate_generic;
 // walk over cat's list] in cat_walk.hpp; it too only accepts.)
 // tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls, and
 // SpecialisedPath.CatAgreesWithTheGenericPathOnEveryKindOfDifference holds cat's to it on every kind of difference.
+//
+// Note [An elementwise rule's common case]
+// The elementwise ops' rules (same_as_input, broadcast, broadcast_bool, where, cast) begin with the case that
+// needs no broadcasting: when the op's tensors all have the same shape, the output has that shape, the target
+// device and one argument's dtype (or bool). The op table records that case beside the rule (OpDef::elementwise),
+// and the fast path runs it itself, which saves more than the rule's call:
+//  - the output's shape is an input's, within the element bound like every tensor's (Note [The element bound]),
+//    so step 5's bound check has nothing to find;
+//  - no shape is built, returned or copied: the allocation reads the input's shape where it is.
+// When the shapes differ the fast path calls the rule through output_of, as for every other op, and the rule
+// broadcasts or raises. ElementwiseForm.EveryFormIsItsRulesNoBroadcastingCase holds each recorded case to its
+// rule, and SpecialisedPath.AgreesWithTheGenericPathOnHostileCalls the two paths to each other.
 template <OpId Id>
 struct Specialised {
   static constexpr const OpDef& op = kOpTable[Id];
+  static constexpr ElementwiseForm kForm = op.elementwise;
   static constexpr int kDeviceParam = op.param_with_role(ParamRole::device_attr);
   // cat has its own fast path (below: one walk over its list). Any other op with a tensor list would take the
   // generic path until it has one; there is none today.
@@ -477,10 +490,27 @@ struct Specialised {
   }
 
   // The common end of an accepted call: the output allocated and the kernel launched.
-  [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, const OutputSpec& spec, const ArgPack& args) {
-    Tensor out(b->allocate(spec.device, spec.dtype, spec.shape, op.name));
+  [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, Device device, DType dtype, const Shape& shape,
+                                           const ArgPack& args) {
+    Tensor out(b->allocate(device, dtype, shape, op.name));
     b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
     return out;
+  }
+  [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, const OutputSpec& spec, const ArgPack& args) {
+    return run(b, kernel, spec.device, spec.dtype, spec.shape, args);
+  }
+
+  // The shape of an elementwise call that needs no broadcasting, or nullptr (Note [An elementwise rule's common
+  // case]). Only for an accepted call: its tensors are defined.
+  template <size_t... P>
+  static const Shape* common_shape(const ArgPack& args, std::index_sequence<P...>) {
+    const Shape& first = args[0].tensor->shape();
+    return ((args[int(P) + 1].tensor->shape() == first) && ...) ? &first : nullptr;
+  }
+  static DType common_dtype(const ArgPack& args) {
+    if constexpr (kForm.dtype_from < 0) return DType::boolean;
+    else if constexpr (op.params[size_t(kForm.dtype_from)].role == ParamRole::dtype_attr) return args[kForm.dtype_from].dtype;
+    else return args[kForm.dtype_from].tensor->dtype();
   }
 
   // cat: steps 1-5 in one walk of the list (Note [One walk over cat's list] in cat_walk.hpp). `accepted(backend,
@@ -542,8 +572,12 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (Backend* b = plan(args, target, kernel)) [[likely]]
+      if (Backend* b = plan(args, target, kernel)) [[likely]] {
+        if constexpr (kForm.tensors > 0)
+          if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
+            return run(b, kernel, target, common_dtype(args), *shape, args);
         return run(b, kernel, output_of(op, CallView{op, args, target}), args);  // step 5 may still raise
+      }
     }
     return call_generic(Id, args);
   }
@@ -556,8 +590,12 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (plan(args, target, kernel) != nullptr) [[likely]]
+      if (plan(args, target, kernel) != nullptr) [[likely]] {
+        if constexpr (kForm.tensors > 0)
+          if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
+            return {common_dtype(args), *shape, target};
         return output_of(op, CallView{op, args, target});
+      }
     }
     return validate_generic(Id, args);
   }

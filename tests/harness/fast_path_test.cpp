@@ -227,5 +227,101 @@ TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
   std::printf("%d cat calls agreed, %d of them valid\n", cases, accepted);
 }
 
+// The elementwise ops' fast path (Note [An elementwise rule's common case] in dispatch/src/dispatch.cpp) runs the
+// case OpDef::elementwise records instead of the op's rule when the shapes are equal. For every op: an op whose
+// rule is an elementwise one records that case; on tensors of equal shapes (ranks 0 to 6, empty ones too) and every
+// dtype the op takes, the rule itself returns what the record says; and on equal and unequal shapes alike
+// (broadcastable or not) both paths end the same way.
+TEST(ElementwiseForm, EveryFormIsItsRulesNoBroadcastingCase) {
+  const std::vector<Device> devices = cpu_devices();
+  ASSERT_FALSE(devices.empty());
+  const Device d = devices[0];
+  using Dims = std::vector<int64_t>;
+  const std::vector<Dims> equal{{}, {0}, {1}, {3}, {2, 3}, {2, 0, 4}, {1, 2, 1, 2, 1, 2}};
+  // Pairs of unequal shapes: the first is the first tensor's, the second every other tensor's.
+  const std::vector<std::pair<Dims, Dims>> unequal{
+      {{2, 3}, {1, 3}}, {{3}, {2, 3}}, {{2, 3}, {4, 3}}, {{2, 1}, {1, 2}}, {{0, 3}, {3}}, {{}, {2}}};
+  int forms = 0, calls = 0, common = 0;
+  for (OpId id = 0; id < kNumOps; ++id) {
+    const OpDef& op = op_def(id);
+    const ElementwiseForm f = op.elementwise;
+    const bool elementwise_rule = op.output == &rules::same_as_input || op.output == &rules::broadcast ||
+                                  op.output == &rules::broadcast_bool || op.output == &rules::where ||
+                                  op.output == &rules::cast;
+    EXPECT_EQ(f.tensors > 0, elementwise_rule) << op.name << " has an elementwise rule but no recorded case, or one "
+                                                             "without such a rule";
+    if (f.tensors == 0) continue;
+    ++forms;
+    ASSERT_EQ(f.tensors, op.num_tensor_params) << op.name;
+    for (const DType want : kAllDTypes) {
+      // Each tensor takes `want` where its parameter allows it, else the first dtype it allows (a dtype group's
+      // members share their dtype set, so they stay together).
+      std::vector<DType> dts;
+      for (int p = 0; p < f.tensors; ++p) {
+        const DTypeSet allowed = op.params[size_t(p)].dtypes;
+        DType dt = want;
+        for (DType x : kAllDTypes)
+          if (!allowed.contains(dt) && allowed.contains(x)) dt = x;
+        dts.push_back(dt);
+      }
+      auto run = [&](const Dims& first, const Dims& rest, bool same) {
+        SCOPED_TRACE(fmt::format("{} on {} and {}, dtype {}", op.name, Shape::checked(first, "test", "").str(),
+                                 Shape::checked(rest, "test", "").str(), dtype_name(want)));
+        std::vector<Tensor> ts;
+        for (int p = 0; p < f.tensors; ++p) ts.push_back(ones(p == 0 ? first : rest, dts[size_t(p)], d));
+        ArgPack pack;
+        for (const Tensor& t : ts) pack.of(t);
+        for (int p = f.tensors; p < op.num_params; ++p) {
+          ASSERT_EQ(op.params[size_t(p)].role, ParamRole::dtype_attr) << "a parameter this test cannot fill";
+          pack.of(want);
+        }
+        ++calls;
+        if (same) {
+          // The rule, not either path: what it returns on equal shapes is what the record says.
+          const OutputSpec spec = op.output(CallView{op, pack, d});
+          const DType dtype = f.dtype_from < 0 ? DType::boolean
+                              : f.dtype_from < f.tensors ? dts[size_t(f.dtype_from)]
+                                                         : pack[f.dtype_from].dtype;
+          EXPECT_EQ(spec.dtype, dtype);
+          EXPECT_EQ(spec.shape, ts[0].shape());
+          EXPECT_EQ(spec.device, d);
+          ++common;
+        }
+        const Outcome fast = outcome_of([&] { return describe(validate(id, pack)); });
+        const Outcome generic = outcome_of([&] { return describe(detail::validate_generic(id, pack)); });
+        ASSERT_EQ(fast, generic) << "validate: specialised says " << fast.what << "; generic says " << generic.what;
+        if (same) {
+          ASSERT_TRUE(fast.ok) << fast.what;
+        }
+        const WorldSnapshot s0 = snapshot_world();
+        Tensor out_fast, out_generic;
+        const Outcome run_fast = outcome_of([&] {
+          out_fast = call(id, pack);
+          return describe(out_fast);
+        });
+        const WorldSnapshot s1 = snapshot_world();
+        const Outcome run_generic = outcome_of([&] {
+          out_generic = detail::call_generic(id, pack);
+          return describe(out_generic);
+        });
+        const WorldSnapshot s2 = snapshot_world();
+        ASSERT_EQ(run_fast, run_generic);
+        ASSERT_EQ(moved(s0, s1), moved(s1, s2));
+        if (run_fast.ok) {
+          ASSERT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
+        }
+      };
+      for (const Dims& s : equal) run(s, s, true);
+      if (f.tensors > 1)
+        for (const auto& [a, b] : unequal) {
+          run(a, b, false);
+          run(b, a, false);
+        }
+    }
+  }
+  EXPECT_GE(forms, 20);  // the unary, binary, comparison and logical ops, where and cast
+  std::printf("%d elementwise ops, %d calls agreed, %d of them on equal shapes\n", forms, calls, common);
+}
+
 }  // namespace
 }  // namespace crossfire::harness

@@ -105,6 +105,16 @@ struct ErrorBound {
   bool bitwise = false;  // data movement and integer/bool results: must be bit-identical on every backend
 };
 
+// An elementwise rule's common case, for dispatch's fast path (Note [An elementwise rule's common case] in
+// dispatch/src/dispatch.cpp): when tensor parameters 0 .. tensors-1 all have the same shape, the op's rule returns
+// that shape, the call's target device and the dtype of parameter `dtype_from` (a tensor's dtype, or a dtype
+// attribute's value; -1: bool). tensors == 0: the rule has no such case. Set beside the rule by the table's helpers
+// (elementwise() below); ElementwiseForm.EveryFormIsItsRulesNoBroadcastingCase holds each to its rule.
+struct ElementwiseForm {
+  int8_t tensors = 0;
+  int8_t dtype_from = -1;
+};
+
 struct OpDef {
   std::string_view name;
   OpFamily family;
@@ -121,6 +131,7 @@ struct OpDef {
   // Reductions: whether the op is defined over an empty range (sum: 0, mean: NaN). The others (max, argmax) raise
   // ShapeError on one, and generators give them non-empty inputs.
   bool defined_on_empty = false;
+  ElementwiseForm elementwise{};  // see ElementwiseForm
 
   // Derived from `params` when the table is built (see op() below): the indices of the tensor parameters in
   // signature order, and whether they are all plain `tensor`s (no list, no optional).
@@ -231,6 +242,15 @@ constexpr OpDef piecewise(OpDef d) {
   d.piecewise = true;
   return d;
 }
+// Gives an elementwise op its rule's common case (see ElementwiseForm).
+constexpr OpDef elementwise(OpDef d, int tensors, int dtype_from) {
+  for (int i = 0; i < tensors; ++i)
+    if (i >= d.num_params || d.params[size_t(i)].role != R::tensor) throw "op_table: an elementwise form's shapes are plain tensors";
+  if (dtype_from >= tensors && d.params[size_t(dtype_from)].role != R::dtype_attr)
+    throw "op_table: an elementwise form's dtype comes from one of its tensors or a dtype attribute";
+  d.elementwise = {int8_t(tensors), int8_t(dtype_from)};
+  return d;
+}
 // Marks a reduction that is defined over an empty range (see OpDef::defined_on_empty).
 constexpr OpDef defined_on_empty(OpDef d) {
   d.defined_on_empty = true;
@@ -251,16 +271,18 @@ constexpr ParamDef kKeepdim = Attr("keepdim", R::bool_attr);
 // Elementwise binary ops share a dtype group: lhs and rhs must have the same dtype (no implicit promotion).
 constexpr OpDef binary(std::string_view n, DTypeSet d, BackwardRule bw, ErrorBound b, std::string_view doc,
                        D rhs_domain = D::any, D lhs_domain = D::any) {
-  return op(n, OpFamily::binary, rules::broadcast, bw, b, doc, T("lhs", d, G::differentiable, lhs_domain, 1),
-            T("rhs", d, G::differentiable, rhs_domain, 1));
+  return elementwise(op(n, OpFamily::binary, rules::broadcast, bw, b, doc, T("lhs", d, G::differentiable, lhs_domain, 1),
+                        T("rhs", d, G::differentiable, rhs_domain, 1)),
+                     2, 0);
 }
 constexpr OpDef compare(std::string_view n, DTypeSet d, std::string_view doc) {
-  return op(n, OpFamily::binary, rules::broadcast_bool, nullptr, kExact, doc, T("lhs", d, G::constant, D::any, 1),
-            T("rhs", d, G::constant, D::any, 1));
+  return elementwise(op(n, OpFamily::binary, rules::broadcast_bool, nullptr, kExact, doc,
+                        T("lhs", d, G::constant, D::any, 1), T("rhs", d, G::constant, D::any, 1)),
+                     2, -1);
 }
 constexpr OpDef unary(std::string_view n, DTypeSet d, BackwardRule bw, ErrorBound b, std::string_view doc,
                       D dom = D::any) {
-  return op(n, OpFamily::unary, rules::same_as_input, bw, b, doc, T("x", d, G::differentiable, dom));
+  return elementwise(op(n, OpFamily::unary, rules::same_as_input, bw, b, doc, T("x", d, G::differentiable, dom)), 1, 0);
 }
 // (The policy is explicit rather than derived from `bw != nullptr`: comparing a function's address with null is
 // not a constant expression for g++ under -fsanitize.)
@@ -325,20 +347,23 @@ inline constexpr auto kOpTable = [] {
     compare("le", kNumeric, "lhs <= rhs."),
     compare("gt", kNumeric, "lhs > rhs."),
     compare("ge", kNumeric, "lhs >= rhs."),
-    op("logical_and", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs && rhs.",
-       T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)),
-    op("logical_or", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs || rhs.",
-       T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)),
-    op("logical_not", OpFamily::unary, rules::same_as_input, nullptr, kExact, "!x.", T("x", kBool, G::constant)),
+    elementwise(op("logical_and", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs && rhs.",
+                   T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)), 2, -1),
+    elementwise(op("logical_or", OpFamily::binary, rules::broadcast_bool, nullptr, kExact, "lhs || rhs.",
+                   T("lhs", kBool, G::constant, D::any, 1), T("rhs", kBool, G::constant, D::any, 1)), 2, -1),
+    elementwise(op("logical_not", OpFamily::unary, rules::same_as_input, nullptr, kExact, "!x.", T("x", kBool, G::constant)),
+                1, 0),
 
-    op("where", OpFamily::where, rules::where, bw::where, kExact, "cond ? a : b, all three broadcast.",
-       T("cond", kBool, G::constant), T("a", kAnyDType, G::differentiable, D::any, 1),
-       T("b", kAnyDType, G::differentiable, D::any, 1)),
-    op("cast", OpFamily::cast, rules::cast, nullptr, kExact,
+    elementwise(op("where", OpFamily::where, rules::where, bw::where, kExact, "cond ? a : b, all three broadcast.",
+                   T("cond", kBool, G::constant), T("a", kAnyDType, G::differentiable, D::any, 1),
+                   T("b", kAnyDType, G::differentiable, D::any, 1)),
+                3, 1),
+    elementwise(op("cast", OpFamily::cast, rules::cast, nullptr, kExact,
        "Converts to dtype. f32 -> i32 truncates toward zero and saturates (NaN -> 0); x -> bool is x != 0. "
        "Not differentiable: a tracked input raises AutodiffError (detach it first), since a silent cast would cut "
        "the gradient.",
        T("x", kAnyDType, G::forbidden), kDTypeAttr),
+                1, 1),
 
     // ---- reductions: over one axis, or all elements when axis is absent --------------------------------------------
     defined_on_empty(reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps; empty: 0).")),
