@@ -384,21 +384,24 @@ using detail::validate_generic;
 // tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls, and
 // SpecialisedPath.CatAgreesWithTheGenericPathOnEveryKindOfDifference holds cat's to it on every kind of difference.
 //
-// Note [An elementwise rule's common case]
-// The elementwise ops' rules (same_as_input, broadcast, broadcast_bool, where, cast) begin with the case that
-// needs no broadcasting: when the op's tensors all have the same shape, the output has that shape, the target
-// device and one argument's dtype (or bool). The op table records that case beside the rule (OpDef::elementwise),
-// and the fast path runs it itself, which saves more than the rule's call:
-//  - the output's shape is an input's, within the element bound like every tensor's (Note [The element bound]),
-//    so step 5's bound check has nothing to find;
-//  - no shape is built, returned or copied: the allocation reads the input's shape where it is.
-// When the shapes differ the fast path calls the rule through output_of, as for every other op, and the rule
-// broadcasts or raises. ElementwiseForm.EveryFormIsItsRulesNoBroadcastingCase holds each recorded case to its
-// rule, and SpecialisedPath.AgreesWithTheGenericPathOnHostileCalls the two paths to each other.
+// Note [A rule's common case, in line]
+// For most ops the fast path calls the op's rule (step 5) like the generic path. Two kinds of rule it runs in line
+// instead, as the op table records beside the rule (OpDef::form, RuleForm), and that saves more than the call:
+//  - elementwise (same_as_input, broadcast, broadcast_bool, where, cast): when the op's tensors all have the same
+//    shape, the rule returns that shape with the target device and one argument's dtype (or bool). The fast path
+//    runs that case: the output's shape is an input's, within the element bound like every tensor's (Note [The
+//    element bound]), so the bound check has nothing to find, and no shape is built, returned or copied, since the
+//    allocation reads the input's shape where it is. Other shapes go to the rule, which broadcasts or raises.
+//  - creation (zeros, ones, full): the rule is Shape::checked on the shape attribute, with the dtype attribute;
+//    the fast path makes the same call, whose bound check (and ShapeError, named as the rule names it) stands for
+//    output_of's, and builds the shape where the allocation reads it instead of in a returned OutputSpec.
+// Measured in docs/benchmarks.md (the elementwise and creation cases). RuleForm.EveryFormIsItsRulesCommonCase holds
+// each record to its rule and the two paths to each other; SpecialisedPath.AgreesWithTheGenericPathOnHostileCalls
+// holds the paths to each other on hostile calls.
 template <OpId Id>
 struct Specialised {
   static constexpr const OpDef& op = kOpTable[Id];
-  static constexpr ElementwiseForm kForm = op.elementwise;
+  static constexpr RuleForm kForm = op.form;
   static constexpr int kDeviceParam = op.param_with_role(ParamRole::device_attr);
   // cat has its own fast path (below: one walk over its list). Any other op with a tensor list would take the
   // generic path until it has one; there is none today.
@@ -500,12 +503,18 @@ struct Specialised {
     return run(b, kernel, spec.device, spec.dtype, spec.shape, args);
   }
 
-  // The shape of an elementwise call that needs no broadcasting, or nullptr (Note [An elementwise rule's common
-  // case]). Only for an accepted call: its tensors are defined.
+  // The shape of an elementwise call that needs no broadcasting, or nullptr (Note [A rule's common case, in line]).
+  // Only for an accepted call: its tensors are defined.
   template <size_t... P>
   static const Shape* common_shape(const ArgPack& args, std::index_sequence<P...>) {
     const Shape& first = args[0].tensor->shape();
     return ((args[int(P) + 1].tensor->shape() == first) && ...) ? &first : nullptr;
+  }
+  // A creation op's shape: rules::creation's Shape::checked (Note [A rule's common case, in line]).
+  static constexpr int kShapeParam = op.param_with_role(ParamRole::int_list_attr);
+  static constexpr int kDTypeParam = op.param_with_role(ParamRole::dtype_attr);
+  static Shape created_shape(const ArgPack& args) {
+    return Shape::checked(args[kShapeParam].ints, op.name, op.params[size_t(kShapeParam)].name);
   }
   static DType common_dtype(const ArgPack& args) {
     if constexpr (kForm.dtype_from < 0) return DType::boolean;
@@ -573,10 +582,14 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       if (Backend* b = plan(args, target, kernel)) [[likely]] {
-        if constexpr (kForm.tensors > 0)
+        // Step 5, which may still raise.
+        if constexpr (kForm.kind == RuleForm::elementwise) {
           if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
             return run(b, kernel, target, common_dtype(args), *shape, args);
-        return run(b, kernel, output_of(op, CallView{op, args, target}), args);  // step 5 may still raise
+        } else if constexpr (kForm.kind == RuleForm::creation) {
+          return run(b, kernel, target, args[kDTypeParam].dtype, created_shape(args), args);
+        }
+        return run(b, kernel, output_of(op, CallView{op, args, target}), args);
       }
     }
     return call_generic(Id, args);
@@ -591,9 +604,12 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       if (plan(args, target, kernel) != nullptr) [[likely]] {
-        if constexpr (kForm.tensors > 0)
+        if constexpr (kForm.kind == RuleForm::elementwise) {
           if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
             return {common_dtype(args), *shape, target};
+        } else if constexpr (kForm.kind == RuleForm::creation) {
+          return {args[kDTypeParam].dtype, created_shape(args), target};
+        }
         return output_of(op, CallView{op, args, target});
       }
     }

@@ -227,31 +227,100 @@ TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
   std::printf("%d cat calls agreed, %d of them valid\n", cases, accepted);
 }
 
-// The elementwise ops' fast path (Note [An elementwise rule's common case] in dispatch/src/dispatch.cpp) runs the
-// case OpDef::elementwise records instead of the op's rule when the shapes are equal. For every op: an op whose
-// rule is an elementwise one records that case; on tensors of equal shapes (ranks 0 to 6, empty ones too) and every
-// dtype the op takes, the rule itself returns what the record says; and on equal and unequal shapes alike
-// (broadcastable or not) both paths end the same way.
-TEST(ElementwiseForm, EveryFormIsItsRulesNoBroadcastingCase) {
+// A call of creation op `op` (shape, dtype and device attributes, and any others at a fixed value) for `dims`.
+ArgPack creation_call(const OpDef& op, const std::vector<int64_t>& dims, DType dt, Device d) {
+  ArgPack pack;
+  for (int p = 0; p < op.num_params; ++p) {
+    switch (op.params[size_t(p)].role) {
+      case ParamRole::int_list_attr: pack.of(IntList(dims)); break;
+      case ParamRole::dtype_attr: pack.of(dt); break;
+      case ParamRole::device_attr: pack.of(d); break;
+      case ParamRole::float_attr: pack.scalar(2.5); break;
+      default: ADD_FAILURE() << op.name << ": a parameter this test cannot fill";
+    }
+  }
+  return pack;
+}
+
+// The rules the fast path runs in line (Note [A rule's common case, in line] in dispatch/src/dispatch.cpp), as
+// OpDef::form records them. For every op: an op whose rule is an elementwise or a creation one records that (so
+// none misses the fast path's case), and its calls end the same way on both paths.
+//  - elementwise: on tensors of equal shapes (ranks 0 to 6, empty ones too) and every dtype the op takes, the rule
+//    itself returns what the record says; on equal and unequal shapes alike (broadcastable or not), both paths
+//    end the same way.
+//  - creation: on valid and hostile shape attributes (negative, too many dims, over the element bound), both paths
+//    end the same way, and a valid call's output is the attribute's dims, dtype and device.
+TEST(RuleForm, EveryFormIsItsRulesCommonCase) {
   const std::vector<Device> devices = cpu_devices();
   ASSERT_FALSE(devices.empty());
   const Device d = devices[0];
   using Dims = std::vector<int64_t>;
+  // Both paths end `pack`'s call the same way: validate, then call (its side effects and output too).
+  auto agree = [&](OpId id, const ArgPack& pack) {
+    const Outcome fast = outcome_of([&] { return describe(validate(id, pack)); });
+    const Outcome generic = outcome_of([&] { return describe(detail::validate_generic(id, pack)); });
+    EXPECT_EQ(fast, generic) << "validate: specialised says " << fast.what << "; generic says " << generic.what;
+    const WorldSnapshot s0 = snapshot_world();
+    Tensor out_fast, out_generic;
+    const Outcome run_fast = outcome_of([&] {
+      out_fast = call(id, pack);
+      return describe(out_fast);
+    });
+    const WorldSnapshot s1 = snapshot_world();
+    const Outcome run_generic = outcome_of([&] {
+      out_generic = detail::call_generic(id, pack);
+      return describe(out_generic);
+    });
+    const WorldSnapshot s2 = snapshot_world();
+    EXPECT_EQ(run_fast, run_generic);
+    EXPECT_EQ(moved(s0, s1), moved(s1, s2));
+    if (run_fast.ok && run_generic.ok) {
+      EXPECT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
+    }
+    return fast;
+  };
   const std::vector<Dims> equal{{}, {0}, {1}, {3}, {2, 3}, {2, 0, 4}, {1, 2, 1, 2, 1, 2}};
   // Pairs of unequal shapes: the first is the first tensor's, the second every other tensor's.
   const std::vector<std::pair<Dims, Dims>> unequal{
       {{2, 3}, {1, 3}}, {{3}, {2, 3}}, {{2, 3}, {4, 3}}, {{2, 1}, {1, 2}}, {{0, 3}, {3}}, {{}, {2}}};
-  int forms = 0, calls = 0, common = 0;
+  const int64_t big = int64_t(1) << 16;  // big * big is over the element bound
+  const std::vector<Dims> hostile{{-1}, {2, -3}, {1, 1, 1, 1, 1, 1, 1}, {big, big}, {big, 0, big}, {kMaxElements + 1}};
+  int elementwise = 0, creation = 0, calls = 0, common = 0;
   for (OpId id = 0; id < kNumOps; ++id) {
     const OpDef& op = op_def(id);
-    const ElementwiseForm f = op.elementwise;
+    const RuleForm f = op.form;
     const bool elementwise_rule = op.output == &rules::same_as_input || op.output == &rules::broadcast ||
                                   op.output == &rules::broadcast_bool || op.output == &rules::where ||
                                   op.output == &rules::cast;
-    EXPECT_EQ(f.tensors > 0, elementwise_rule) << op.name << " has an elementwise rule but no recorded case, or one "
-                                                             "without such a rule";
-    if (f.tensors == 0) continue;
-    ++forms;
+    EXPECT_EQ(f.kind == RuleForm::elementwise, elementwise_rule) << op.name;
+    EXPECT_EQ(f.kind == RuleForm::creation, op.output == &rules::creation) << op.name;
+    if (f.kind == RuleForm::creation) {
+      ++creation;
+      for (const DType dt : kAllDTypes) {
+        for (const Dims& dims : equal) {
+          SCOPED_TRACE(fmt::format("{} of {} dims, {}", op.name, dims.size(), dtype_name(dt)));
+          ArgPack pack = creation_call(op, dims, dt, d);
+          ++calls;
+          const Outcome fast = agree(id, pack);
+          ASSERT_TRUE(fast.ok) << fast.what;
+          const OutputSpec spec = validate(id, pack);
+          EXPECT_EQ(std::vector<int64_t>(spec.shape.dims().begin(), spec.shape.dims().end()), dims);
+          EXPECT_EQ(spec.dtype, dt);
+          EXPECT_EQ(spec.device, d);
+        }
+        for (const Dims& dims : hostile) {
+          SCOPED_TRACE(fmt::format("{} of {}, {}", op.name, fmt::join(dims, ", "), dtype_name(dt)));
+          ArgPack pack = creation_call(op, dims, dt, d);
+          ++calls;
+          const Outcome fast = agree(id, pack);
+          EXPECT_FALSE(fast.ok);
+          EXPECT_EQ(fast.kind, ErrorKind::shape) << fast.what;
+        }
+      }
+      continue;
+    }
+    if (f.kind != RuleForm::elementwise) continue;
+    ++elementwise;
     ASSERT_EQ(f.tensors, op.num_tensor_params) << op.name;
     for (const DType want : kAllDTypes) {
       // Each tensor takes `want` where its parameter allows it, else the first dtype it allows (a dtype group's
@@ -287,28 +356,9 @@ TEST(ElementwiseForm, EveryFormIsItsRulesNoBroadcastingCase) {
           EXPECT_EQ(spec.device, d);
           ++common;
         }
-        const Outcome fast = outcome_of([&] { return describe(validate(id, pack)); });
-        const Outcome generic = outcome_of([&] { return describe(detail::validate_generic(id, pack)); });
-        ASSERT_EQ(fast, generic) << "validate: specialised says " << fast.what << "; generic says " << generic.what;
+        const Outcome fast = agree(id, pack);
         if (same) {
           ASSERT_TRUE(fast.ok) << fast.what;
-        }
-        const WorldSnapshot s0 = snapshot_world();
-        Tensor out_fast, out_generic;
-        const Outcome run_fast = outcome_of([&] {
-          out_fast = call(id, pack);
-          return describe(out_fast);
-        });
-        const WorldSnapshot s1 = snapshot_world();
-        const Outcome run_generic = outcome_of([&] {
-          out_generic = detail::call_generic(id, pack);
-          return describe(out_generic);
-        });
-        const WorldSnapshot s2 = snapshot_world();
-        ASSERT_EQ(run_fast, run_generic);
-        ASSERT_EQ(moved(s0, s1), moved(s1, s2));
-        if (run_fast.ok) {
-          ASSERT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
         }
       };
       for (const Dims& s : equal) run(s, s, true);
@@ -319,8 +369,10 @@ TEST(ElementwiseForm, EveryFormIsItsRulesNoBroadcastingCase) {
         }
     }
   }
-  EXPECT_GE(forms, 20);  // the unary, binary, comparison and logical ops, where and cast
-  std::printf("%d elementwise ops, %d calls agreed, %d of them on equal shapes\n", forms, calls, common);
+  EXPECT_GE(elementwise, 20);  // the unary, binary, comparison and logical ops, where and cast
+  EXPECT_EQ(creation, 3);       // zeros, ones, full
+  std::printf("%d elementwise and %d creation ops, %d calls agreed, %d elementwise ones on equal shapes\n", elementwise,
+              creation, calls, common);
 }
 
 }  // namespace

@@ -105,12 +105,18 @@ struct ErrorBound {
   bool bitwise = false;  // data movement and integer/bool results: must be bit-identical on every backend
 };
 
-// An elementwise rule's common case, for dispatch's fast path (Note [An elementwise rule's common case] in
-// dispatch/src/dispatch.cpp): when tensor parameters 0 .. tensors-1 all have the same shape, the op's rule returns
-// that shape, the call's target device and the dtype of parameter `dtype_from` (a tensor's dtype, or a dtype
-// attribute's value; -1: bool). tensors == 0: the rule has no such case. Set beside the rule by the table's helpers
-// (elementwise() below); ElementwiseForm.EveryFormIsItsRulesNoBroadcastingCase holds each to its rule.
-struct ElementwiseForm {
+// An op's rule in its common case, which dispatch's fast path runs in line instead of calling the rule (Note [A
+// rule's common case, in line] in dispatch/src/dispatch.cpp). Set beside the rule by the table's helpers below;
+// RuleForm.EveryFormIsItsRulesCommonCase holds each to its rule.
+struct RuleForm {
+  enum Kind : uint8_t {
+    none,         // the fast path calls the rule
+    elementwise,  // when tensor parameters 0 .. tensors-1 all have the same shape, the output has that shape, the
+                  // target device and the dtype of parameter dtype_from (a tensor's dtype or a dtype attribute's
+                  // value; -1: bool); other shapes broadcast, in the rule
+    creation,     // the whole rule: the dtype attribute, the int-list attribute as a checked shape, the target
+  };
+  Kind kind = none;
   int8_t tensors = 0;
   int8_t dtype_from = -1;
 };
@@ -131,7 +137,7 @@ struct OpDef {
   // Reductions: whether the op is defined over an empty range (sum: 0, mean: NaN). The others (max, argmax) raise
   // ShapeError on one, and generators give them non-empty inputs.
   bool defined_on_empty = false;
-  ElementwiseForm elementwise{};  // see ElementwiseForm
+  RuleForm form{};  // see RuleForm
 
   // Derived from `params` when the table is built (see op() below): the indices of the tensor parameters in
   // signature order, and whether they are all plain `tensor`s (no list, no optional).
@@ -242,13 +248,13 @@ constexpr OpDef piecewise(OpDef d) {
   d.piecewise = true;
   return d;
 }
-// Gives an elementwise op its rule's common case (see ElementwiseForm).
+// An elementwise op: its rule's common case (see RuleForm::elementwise).
 constexpr OpDef elementwise(OpDef d, int tensors, int dtype_from) {
   for (int i = 0; i < tensors; ++i)
     if (i >= d.num_params || d.params[size_t(i)].role != R::tensor) throw "op_table: an elementwise form's shapes are plain tensors";
   if (dtype_from >= tensors && d.params[size_t(dtype_from)].role != R::dtype_attr)
     throw "op_table: an elementwise form's dtype comes from one of its tensors or a dtype attribute";
-  d.elementwise = {int8_t(tensors), int8_t(dtype_from)};
+  d.form = {RuleForm::elementwise, int8_t(tensors), int8_t(dtype_from)};
   return d;
 }
 // Marks a reduction that is defined over an empty range (see OpDef::defined_on_empty).
@@ -290,6 +296,16 @@ constexpr OpDef reduction(std::string_view n, DTypeSet d, OutputRule out, Backwa
                           std::string_view doc, G policy = G::differentiable) {
   return op(n, OpFamily::reduce, out, bw, b, doc, T("x", d, policy), kAxisOpt, kKeepdim);
 }
+// A creation op whose output is its shape and dtype attributes on its device: rules::creation, which the fast path
+// runs in line (see RuleForm::creation).
+template <class... P>
+constexpr OpDef filled(std::string_view name, std::string_view doc, P... ps) {
+  OpDef d = op(name, OpFamily::creation, rules::creation, nullptr, kExact, doc, ps...);
+  if (d.param_with_role(R::int_list_attr) < 0 || d.param_with_role(R::dtype_attr) < 0 || d.param_with_role(R::device_attr) < 0)
+    throw "op_table: a filled tensor's op has shape, dtype and device attributes";
+  d.form.kind = RuleForm::creation;
+  return d;
+}
 }  // namespace op_table_detail
 
 // clang-format off
@@ -298,12 +314,10 @@ inline constexpr auto kOpTable = [] {
   namespace bw = backward_rules;
   return std::array{
     // ---- creation: the target is the explicit `device` argument ------------------------------------------------
-    op("zeros", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor of zeros.",
-       kShape, kDTypeAttr, kDeviceAttr),
-    op("ones", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor of ones.",
-       kShape, kDTypeAttr, kDeviceAttr),
-    op("full", OpFamily::creation, rules::creation, nullptr, kExact, "A tensor filled with `value` (cast to dtype).",
-       kShape, Attr("value", R::float_attr), kDTypeAttr, kDeviceAttr),
+    filled("zeros", "A tensor of zeros.", kShape, kDTypeAttr, kDeviceAttr),
+    filled("ones", "A tensor of ones.", kShape, kDTypeAttr, kDeviceAttr),
+    filled("full", "A tensor filled with `value` (cast to dtype).", kShape, Attr("value", R::float_attr), kDTypeAttr,
+           kDeviceAttr),
     op("arange", OpFamily::creation, rules::arange, nullptr, kExact,
        "start, start+step, ... below stop (above, for a negative step); element i is computed as start + i*step in f64.",
        Attr("start", R::float_attr), Attr("stop", R::float_attr), Attr("step", R::float_attr), kDTypeAttr, kDeviceAttr),
