@@ -368,7 +368,8 @@ using detail::validate_generic;
 // Note [Specialised fast path]
 // call() first runs code specialised at compile time for the op, generated from its kOpTable entry: the
 // signature's roles, each parameter's dtype set, dtype group and role are constants, the per-argument checks are
-// unrolled, the output rule is a direct call, and the backend is the target tensor's owner (a tensor's device
+// unrolled, the output rule is a direct call (or, for elementwise and creation ops, its common case runs in line:
+// Note [A rule's common case, in line]), and the backend is the target tensor's owner (a tensor's device
 // always exists, so there is nothing to look up). That is what brings dispatch plus validation near the cost of
 // the kernel call itself (docs/benchmarks.md).
 //
@@ -378,7 +379,8 @@ using detail::validate_generic;
 // everything again from the start and raises the contract's error in the contract's order. Nothing has happened
 // before the hand-over (no allocation, no counter, no tape), so the fallback cannot be observed, and the two paths
 // cannot disagree about which error a call gets: only the generic one raises before step 5, and step 5 (output_of:
-// the op's rule, then the element bound) is the same function on both. (cat, the one op whose checks grow with its
+// the op's rule, then the element bound) is the same function on both, or in line the same case of it, raising
+// through the same Shape::checked (Note [A rule's common case, in line]). (cat, the one op whose checks grow with its
 // arguments, runs its rule's own walk and output function in the fast path instead of calling the rule: Note [One
 // walk over cat's list] in cat_walk.hpp; it too only accepts.)
 // tests/harness/fast_path_test.cpp and fuzz/fuzz_call.cpp hold the two paths to that on hostile calls, and
