@@ -524,6 +524,20 @@ struct Specialised {
     else return args[kForm.dtype_from].tensor->dtype();
   }
 
+  // Step 5 of an accepted call, which may still raise: `accepted(device, dtype, shape)` of the output, from the
+  // rule's common case in line where the op table records one, else from the rule (output_of).
+  template <class Accepted>
+  [[gnu::always_inline]] static auto output(const ArgPack& args, Device target, Accepted&& accepted) {
+    if constexpr (kForm.kind == RuleForm::elementwise) {
+      if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
+        return accepted(target, common_dtype(args), *shape);
+    } else if constexpr (kForm.kind == RuleForm::creation) {
+      return accepted(target, args[kDTypeParam].dtype, created_shape(args));
+    }
+    const OutputSpec spec = output_of(op, CallView{op, args, target});
+    return accepted(spec.device, spec.dtype, spec.shape);
+  }
+
   // cat: steps 1-5 in one walk of the list (Note [One walk over cat's list] in cat_walk.hpp). `accepted(backend,
   // kernel, spec)` gives the result of an accepted call, `otherwise()` that of any other.
 
@@ -583,16 +597,8 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (Backend* b = plan(args, target, kernel)) [[likely]] {
-        // Step 5, which may still raise.
-        if constexpr (kForm.kind == RuleForm::elementwise) {
-          if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
-            return run(b, kernel, target, common_dtype(args), *shape, args);
-        } else if constexpr (kForm.kind == RuleForm::creation) {
-          return run(b, kernel, target, args[kDTypeParam].dtype, created_shape(args), args);
-        }
-        return run(b, kernel, output_of(op, CallView{op, args, target}), args);
-      }
+      if (Backend* b = plan(args, target, kernel)) [[likely]]
+        return output(args, target, [&](Device d, DType dt, const Shape& s) { return run(b, kernel, d, dt, s, args); });
     }
     return call_generic(Id, args);
   }
@@ -605,15 +611,8 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (plan(args, target, kernel) != nullptr) [[likely]] {
-        if constexpr (kForm.kind == RuleForm::elementwise) {
-          if (const Shape* shape = common_shape(args, std::make_index_sequence<size_t(kForm.tensors - 1)>())) [[likely]]
-            return {common_dtype(args), *shape, target};
-        } else if constexpr (kForm.kind == RuleForm::creation) {
-          return {args[kDTypeParam].dtype, created_shape(args), target};
-        }
-        return output_of(op, CallView{op, args, target});
-      }
+      if (plan(args, target, kernel) != nullptr) [[likely]]
+        return output(args, target, [](Device d, DType dt, const Shape& s) { return OutputSpec{dt, s, d}; });
     }
     return validate_generic(Id, args);
   }
