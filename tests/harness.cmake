@@ -4,7 +4,7 @@ if(TARGET crossfire_harness)
   find_package(nlohmann_json REQUIRED)
   crossfire_core_test(harness AREA harness TIMEOUT 120
     SOURCES harness/format_test.cpp harness/generator_test.cpp harness/oracles_test.cpp harness/reducer_test.cpp
-            harness/fast_path_test.cpp
+            harness/fast_path_test.cpp harness/hostile_programs_test.cpp
     LIBS crossfire_harness)
   # Reduced campaign findings that once failed and must not again (tests/harness/programs/).
   target_compile_definitions(suite_harness PRIVATE CROSSFIRE_TEST_PROGRAMS="${CMAKE_CURRENT_SOURCE_DIR}/harness/programs")

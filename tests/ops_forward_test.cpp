@@ -40,6 +40,41 @@ std::string op_name(const ::testing::TestParamInfo<int>& info) {
 
 INSTANTIATE_TEST_SUITE_P(EveryOp, OpForward, ::testing::Range(0, kNumOps), op_name);
 
+// Contract section 1: a device value that names no known backend (legal C++: BackendKind is an enum over a byte)
+// is refused with a typed error by every op that takes a device, through call() and validate(), and nothing
+// changes (Note [A device of no known backend] in dispatch/src/backend.cpp). Once a creation op accepted it (a
+// tensor on `?:0`) and `to(x, bad)` indexed the registry out of range.
+TEST_P(OpForward, RefusesADeviceOfNoKnownBackend) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  const OpId id = OpId(GetParam());
+  const int dev_param = op_def(id).param_with_role(ParamRole::device_attr);
+  if (dev_param < 0) GTEST_SKIP() << "`" << op_def(id).name << "` takes no device";
+  int checked = 0;
+  for (Device bad : {Device{BackendKind(kNumBackendKinds), 0}, Device{BackendKind(255), 1}}) {
+    // Creation ops build their calls on the bad device itself; `to` moves a tensor of `d` there.
+    const bool creation = !op_def(id).has_tensor_params();
+    Calls calls = creation ? cases_for(id, bad, bad) : cases_for(id, d, bad);
+    ASSERT_FALSE(calls.empty());
+    for (const auto& c : calls) {
+      if (!(c->args()[dev_param].device == bad)) continue;  // `to`'s cases also move within `d`'s backend
+      WorldSnapshot before = snapshot_world();
+      EXPECT_THROW(validate(c->op(), c->args()), InvalidArgument) << c->label();
+      try {
+        Tensor t = call(c->op(), c->args());
+        ADD_FAILURE() << c->label() << ": accepted, a tensor on " << t.device().str();
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("names no known backend"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(before, snapshot_world()) << c->label();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_THROW(backend(BackendKind(kNumBackendKinds)), InvalidArgument);
+  EXPECT_THROW(backend_for(Device{BackendKind(200), 0}), InvalidArgument);
+  EXPECT_EQ(find_backend(Device{BackendKind(200), 0}), nullptr);
+}
+
 // index_select's index is data: an index out of range raises InvalidArgument in the kernel, and the reference
 // refuses it too.
 TEST(OpForwardErrors, IndexSelectOutOfRange) {

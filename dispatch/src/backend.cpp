@@ -101,7 +101,25 @@ Registry& registry() {
 }
 }  // namespace
 
-Backend& backend(BackendKind kind) { return *registry().backends[size_t(kind)]; }
+namespace {
+// Note [A device of no known backend]
+// BackendKind is an enum over a byte, so `Device{BackendKind(3), 0}` is legal C++ and a caller can build it.
+// Every lookup refuses it here, with a typed error, before anything indexes a table by it: backend(),
+// backend_for() (which the generic path of every op call goes through, for the target and for `to`'s
+// destination) and find_backend() (nullptr, so the fast path hands the call to the generic one, which raises).
+// No tensor can ever be made on such a device, so the validation loop never meets one.
+[[gnu::cold, noreturn]] void throw_unknown_backend(BackendKind kind, uint8_t index) {
+  throw InvalidArgument("device", "",
+                        fmt::format("device {}:{} names no known backend (backend value {}; known: cpu, vulkan, cuda)",
+                                    backend_name(kind), index, unsigned(kind)));
+}
+}  // namespace
+
+Backend& backend(BackendKind kind) {
+  if (size_t(kind) >= size_t(kNumBackendKinds)) [[unlikely]]
+    throw_unknown_backend(kind, 0);
+  return *registry().backends[size_t(kind)];
+}
 
 namespace {
 [[gnu::cold, noreturn]] void throw_no_such_device(Device device, Backend& b, int n) {
@@ -127,7 +145,9 @@ inline int device_count_of(Registry& r, size_t k) {
 
 Backend& backend_for(Device device) {
   Registry& r = registry();
-  const size_t k = size_t(device.backend) % kNumBackendKinds;
+  const size_t k = size_t(device.backend);
+  if (k >= size_t(kNumBackendKinds)) [[unlikely]]
+    throw_unknown_backend(device.backend, device.index);  // Note [A device of no known backend]
   const int n = device_count_of(r, k);
   if (device.index >= n) [[unlikely]]
     throw_no_such_device(device, *r.backends[k], n);

@@ -20,12 +20,12 @@ Device Device::parse(std::string_view text) {
   bool known = false;
   for (BackendKind b : kAllBackendKinds)
     if (backend_name(b) == name) d.backend = b, known = true;
-  if (!known) throw InvalidArgument("device", "", fmt::format("unknown backend in `{}` (cpu, vulkan, cuda)", text));
+  if (!known) throw InvalidArgument("device", "", fmt::format("unknown backend in `{}` (cpu, vulkan, cuda)", printable(text)));
   if (!idx.empty()) {
     unsigned v = 0;
     auto [p, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), v);
     if (ec != std::errc() || p != idx.data() + idx.size() || v > 255)
-      throw InvalidArgument("device", "", fmt::format("bad device index in `{}` (0..255)", text));
+      throw InvalidArgument("device", "", fmt::format("bad device index in `{}` (0..255)", printable(text)));
     d.index = uint8_t(v);
   }
   return d;
@@ -34,7 +34,7 @@ Device Device::parse(std::string_view text) {
 DType parse_dtype(std::string_view text) {
   for (DType d : kAllDTypes)
     if (dtype_name(d) == text) return d;
-  throw InvalidArgument("dtype", "", fmt::format("unknown dtype `{}` (f32, i32, bool)", text));
+  throw InvalidArgument("dtype", "", fmt::format("unknown dtype `{}` (f32, i32, bool)", printable(text)));
 }
 
 std::string DTypeSet::str() const {

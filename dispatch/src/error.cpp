@@ -1,5 +1,8 @@
 #include "crossfire/error.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
 
 namespace crossfire {
@@ -17,6 +20,7 @@ std::string_view error_kind_name(ErrorKind k) {
     case ErrorKind::out_of_memory: return "OutOfMemory";
     case ErrorKind::backend_failure: return "BackendFailure";
     case ErrorKind::parse: return "ParseError";
+    case ErrorKind::program: return "ProgramError";
   }
   return "Error";
 }
@@ -88,7 +92,38 @@ OutOfMemory::OutOfMemory(std::string op, Device d, size_t n, std::string detail)
 BackendFailure::BackendFailure(std::string op, Device d, std::string message)
     : Error(ErrorKind::backend_failure, op, fmt::format("{}: {} failed: {}", op, d.str(), message)), device(d) {}
 
+namespace {
+std::string parse_location(const std::string& where, int line, int column) {
+  const std::string w = printable(where, 256);
+  if (line <= 0) return w;
+  return column <= 0 ? fmt::format("{}:{}", w, line) : fmt::format("{}:{}:{}", w, line, column);
+}
+}  // namespace
+
 ParseError::ParseError(std::string where, int l, int c, std::string message)
-    : Error(ErrorKind::parse, "", fmt::format("{}:{}:{}: {}", where, l, c, message)), line(l), column(c) {}
+    : Error(ErrorKind::parse, "", fmt::format("{}: {}", parse_location(where, l, c), message)), line(l), column(c) {}
+
+ProgramError::ProgramError(Reason r, int v, std::string message)
+    : Error(ErrorKind::program, "", v >= 0 ? fmt::format("program: %{}: {}", v, message) : "program: " + message),
+      reason(r),
+      value(v) {}
+
+// Note [Messages quote caller data bounded]
+// An error message is one line a person reads and a CI log keeps. Whatever it quotes from a caller (a token of a
+// program file, an option's value, a path) goes through printable(): a 15 MiB token becomes 64 bytes and its
+// length, and bytes that a terminal or a log would act on (NUL cuts a C string, CR rewrites the line, invalid
+// UTF-8 breaks a JSON report) are written as \xNN. Only printable ASCII passes as itself.
+std::string printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(text.size(), max_bytes);
+  out.reserve(n + 16);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') out += char(ch);
+    else fmt::format_to(std::back_inserter(out), "\\x{:02x}", unsigned(ch));
+  }
+  if (text.size() > max_bytes) fmt::format_to(std::back_inserter(out), "...({} bytes)", text.size());
+  return out;
+}
 
 }  // namespace crossfire

@@ -33,11 +33,14 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
   h.int_lists.resize(kMaxParams);
   h.bytes.resize(kMaxParams);
 
-  // A device argument: one of `devices`, or one past the last index of the first device's backend.
+  // A device argument: one of `devices`, one past the last index of the first device's backend, or a device of
+  // no known backend (Note [A device of no known backend] in dispatch/src/backend.cpp).
   auto device = [&] {
-    const int64_t i = c.range(0, int64_t(devices.size()));
+    const int64_t i = c.range(0, int64_t(devices.size()) + 1);
     if (i < int64_t(devices.size())) return devices[size_t(i)];
-    return Device{devices[0].backend, uint8_t(backend(devices[0].backend).device_count())};
+    if (i == int64_t(devices.size()))
+      return Device{devices[0].backend, uint8_t(backend(devices[0].backend).device_count())};
+    return Device{BackendKind(c.range(kNumBackendKinds, 255)), 0};
   };
   auto tensor = [&]() -> const Tensor& {
     // Now and then the previous tensor again: add(x, x), cat([x, x, x]).

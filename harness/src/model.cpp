@@ -2,6 +2,7 @@
 #include "crossfire/harness/model.hpp"
 
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -143,7 +144,64 @@ Tensor make_standin(const OutputSpec& spec, bool tracked, uint64_t salt) {
   return t;
 }
 
+// The work of one call in element-steps, for ProgramLimits::kMaxWork: every element it reads and writes, and for
+// the two contractions every product (matmul: the output times the contracted length; conv2d: the output times
+// one filter's size). By family, from the op table, so an op added to a family is counted without a line here.
+int64_t node_work(const OpDef& op, const ArgPack& args, const OutputSpec& out) {
+  int64_t in_elements = 0;
+  for (int i = 0; i < op.num_params; ++i) {
+    const Arg& a = args[i];
+    if (a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present))
+      in_elements += a.tensor->numel();
+    else if (a.role == ParamRole::tensor_list)
+      for (const Tensor& t : a.list) in_elements += t.numel();
+  }
+  const int64_t n = out.shape.numel();
+  int64_t products = 0;
+  if (op.family == OpFamily::matmul) {
+    const Shape& lhs = args[0].tensor->shape();
+    products = lhs.rank() == 0 ? n : n * lhs[lhs.rank() - 1];
+  } else if (op.family == OpFamily::conv2d) {
+    const Shape& w = args[op.param_index("weight")].tensor->shape();
+    products = w.rank() == 0 || w[0] == 0 ? 0 : n * (w.numel() / w[0]);
+  }
+  return in_elements + n + products;  // each term is within the element bound, so no sum overflows int64
+}
+
+// Holds a node to the program limits before it runs; `work` is the run's total so far.
+void check_node_limits(OpId id, const OpDef& op, const ArgPack& pack, size_t v, int64_t& work) {
+  OutputSpec spec;
+  try {
+    spec = validate(id, pack);
+  } catch (const Error&) {
+    return;  // the call raises before any work; dispatch's own bound covers what it would have allocated
+  }
+  const int64_t n = spec.shape.numel();
+  if (n > ProgramLimits::kMaxNodeElements)
+    throw ProgramError(ProgramError::Reason::over_limit, int(v),
+                       fmt::format("{} would make {} elements ({}); a node's result may have at most {} "
+                                   "(ProgramLimits::kMaxNodeElements)",
+                                   op.name, n, spec.shape.str(), ProgramLimits::kMaxNodeElements));
+  work += node_work(op, pack, spec);
+  if (work > ProgramLimits::kMaxWork)
+    throw ProgramError(ProgramError::Reason::over_limit, int(v),
+                       fmt::format("{} takes the program's work past {} element-steps (ProgramLimits::kMaxWork)",
+                                   op.name, ProgramLimits::kMaxWork));
+}
+
+thread_local std::optional<std::chrono::steady_clock::time_point> t_deadline;
+
 }  // namespace
+
+Deadline::Deadline(std::optional<std::chrono::steady_clock::time_point> at) : previous_(t_deadline) {
+  if (at && (!t_deadline || *at < *t_deadline)) t_deadline = at;
+}
+Deadline::~Deadline() { t_deadline = previous_; }
+
+void check_deadline() {
+  if (t_deadline && std::chrono::steady_clock::now() >= *t_deadline) [[unlikely]]
+    throw ProgramError(ProgramError::Reason::over_budget, -1, "the check ran past its time budget");
+}
 
 Tensor make_input(const InputDef& in, Device device) {
   std::vector<uint8_t> b = input_bytes(in);
@@ -162,15 +220,20 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
   std::optional<NoGradGuard> no_grad;
   if (!opts.grad_enabled) no_grad.emplace();
 
+  int64_t work = 0;
   for (size_t v = 0; v < p.values.size(); ++v) {
+    check_deadline();
     NodeRecord& rec = res.nodes[v];
     if (p.values[v].is_input()) {
+      // An input that cannot be made stops the run: a program that cannot be run here checks nothing, and saying
+      // "no failure" about it would be a silent pass.
       const InputDef& in = p.values[v].input();
       try {
         res.tensors[v] = make_input(in, map(in.device));
-      } catch (const std::exception& e) {
-        rec.status = NodeStatus::failed;
-        rec.error = observe(e);
+      } catch (const Error& e) {
+        throw ProgramError(ProgramError::Reason::not_runnable, int(v),
+                           fmt::format("input {} {} cannot be made on {}: {}", dtype_name(in.dtype), in.shape.str(),
+                                       map(in.device).str(), e.what()));
       }
       continue;
     }
@@ -190,7 +253,10 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       if (r.on && !(t.device() == map(*r.on))) {
         try {
           return to(t, map(*r.on));
-        } catch (const std::exception&) {
+        } catch (const Error& e) {
+          if (!find_backend(map(*r.on)))  // a move to a device this machine lacks: the program cannot run here
+            throw ProgramError(ProgramError::Reason::not_runnable, int(v),
+                               fmt::format("%{}@{}: {}", r.id, map(*r.on).str(), e.what()));
           missing = true;
           return Tensor();
         }
@@ -236,9 +302,12 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       rec.status = NodeStatus::missing;
       continue;
     }
+    check_node_limits(n.op, op, pack, v, work);
     if (opts.capture) {
       try {
         rec.ref_call = reference::RefCall::from(n.op, pack);
+      } catch (const std::bad_alloc&) {
+        throw;
       } catch (const std::exception&) {
       }
     }
@@ -292,6 +361,8 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       if (opts.capture) {
         try {
           rec.output = reference::RefTensor::from(res.tensors[v]);
+        } catch (const std::bad_alloc&) {
+          throw;  // the harness's own memory, not the backend's failure
         } catch (const std::exception& e) {
           rec.status = NodeStatus::failed;
           rec.error = observe(e);
@@ -306,7 +377,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       spec.device = map(pred[v].device);
       res.tensors[v] = make_standin(spec, pred[v].tracked && grad_enabled(), v);
       res.standin[v] = true;
-    } catch (const std::exception&) {
+    } catch (const Error&) {  // no stand-in (the call is invalid beyond its devices): later nodes are missing
     }
   }
   return res;

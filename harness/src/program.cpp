@@ -158,7 +158,7 @@ class Parser {
         if (p.backward_of) fail_at(line_, int(c) + 1, "a second `backward` line (a program has at most one)");
         p.backward_of = ref_id(int(p.values.size()));
       } else {
-        fail_at(line_, int(c) + 1, fmt::format("expected `input`, `node` or `backward`, got `{}`", w));
+        fail_at(line_, int(c) + 1, fmt::format("expected `input`, `node` or `backward`, got `{}`", printable(w)));
       }
       end_line();
     }
@@ -180,12 +180,16 @@ class Parser {
   }
   bool at_end_of_line() const { return col_ >= line_text_.size(); }
   char peek() const { return at_end_of_line() ? '\0' : line_text_[col_]; }
+  std::string peeked() const {  // the next character, as a message may quote it
+    const char c = peek();
+    return printable({&c, 1});
+  }
   void skip_spaces() {
     while (!at_end_of_line() && (peek() == ' ' || peek() == '\t')) ++col_;
   }
   void end_line() {
     skip_spaces();
-    if (!at_end_of_line() && peek() != '#') fail(fmt::format("unexpected `{}` at the end of the line", peek()));
+    if (!at_end_of_line() && peek() != '#') fail(fmt::format("unexpected `{}` at the end of the line", peeked()));
   }
 
   [[noreturn]] void fail_at(int line, int column, std::string msg) const {
@@ -201,7 +205,7 @@ class Parser {
     skip_spaces();
     size_t s = col_;
     while (!at_end_of_line() && word_char(peek())) ++col_;
-    if (s == col_) fail(at_end_of_line() ? "unexpected end of line" : fmt::format("unexpected `{}`", peek()));
+    if (s == col_) fail(at_end_of_line() ? "unexpected end of line" : fmt::format("unexpected `{}`", peeked()));
     return std::string(line_text_.substr(s, col_ - s));
   }
   void expect_word(std::string_view w, std::string_view what) {
@@ -216,7 +220,7 @@ class Parser {
   void expect(char ch) {
     skip_spaces();
     if (peek() != ch) fail(at_end_of_line() ? fmt::format("expected `{}`, got the end of the line", ch)
-                                           : fmt::format("expected `{}`, got `{}`", ch, peek()));
+                                           : fmt::format("expected `{}`, got `{}`", ch, peeked()));
     ++col_;
   }
   bool accept(char ch) {
@@ -248,7 +252,7 @@ class Parser {
     auto [p, ec] = std::from_chars(b, tok.data() + tok.size(), v);
     if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size()) {
       col_ = s;
-      fail(ec == std::errc::result_out_of_range ? fmt::format("integer `{}` is out of range (64-bit)", tok)
+      fail(ec == std::errc::result_out_of_range ? fmt::format("integer `{}` is out of range (64-bit)", printable(tok))
                                                 : "expected an integer");
     }
     return v;
@@ -268,7 +272,7 @@ class Parser {
     double v = std::strtod(tok.c_str(), &end);
     if (end != tok.c_str() + tok.size()) {
       col_ = s;
-      fail(fmt::format("`{}` is not a number (use hex floats like 0x1.8p+1, or inf, -inf, nan)", tok));
+      fail(fmt::format("`{}` is not a number (use hex floats like 0x1.8p+1, or inf, -inf, nan)", printable(tok)));
     }
     return v;
   }
@@ -282,7 +286,7 @@ class Parser {
       if (backend_name(b) == name) d.backend = b, known = true;
     if (!known) {
       col_ = s;
-      fail(fmt::format("unknown backend `{}` (cpu, vulkan, cuda)", name));
+      fail(fmt::format("unknown backend `{}` (cpu, vulkan, cuda)", printable(name)));
     }
     expect(':');
     size_t c = col_;
@@ -301,7 +305,7 @@ class Parser {
     for (DType d : kAllDTypes)
       if (dtype_name(d) == w) return d;
     col_ = s;
-    fail(fmt::format("unknown dtype `{}` (f32, i32, bool)", w));
+    fail(fmt::format("unknown dtype `{}` (f32, i32, bool)", printable(w)));
   }
   void expect_id(int want) {
     skip_spaces();
@@ -358,17 +362,25 @@ class Parser {
     list([&] { dims.push_back(integer()); });
     if (dims.size() > size_t(kMaxRank))
       fail_at(line_, int(shape_col) + 1, fmt::format("rank {} is above the maximum {}", dims.size(), kMaxRank));
-    int64_t numel = 1;
+    // The limit holds the product of the non-zero dims, as dispatch's element bound does (Note [The element bound]
+    // in dispatch.cpp): a 0 dim empties the input but lifts no other dim's size, so [90009, 900000000808080, 0]
+    // is refused here instead of overflowing numel() later (and a sum over its empty axis cannot ask for 8e19
+    // elements).
+    int64_t extent = 1;  // product of the non-zero dims, saturated just past the limit
+    bool empty = false;
     for (int64_t d : dims) {
       if (d < 0) fail_at(line_, int(shape_col) + 1, fmt::format("negative dimension {}", d));
-      if (d > 0 && numel > ProgramLimits::kMaxTensorElements / d + 1) numel = ProgramLimits::kMaxTensorElements + 1;
-      else numel *= d;
+      if (d == 0) empty = true;
+      else if (extent > ProgramLimits::kMaxTensorElements / d) extent = ProgramLimits::kMaxTensorElements + 1;
+      else extent *= d;
       in.shape.push_back(d);
     }
-    if (numel > ProgramLimits::kMaxTensorElements)
+    if (extent > ProgramLimits::kMaxTensorElements)
       fail_at(line_, int(shape_col) + 1,
-              fmt::format("input has more than {} elements; the limit is {} (ProgramLimits::kMaxTensorElements)",
-                          ProgramLimits::kMaxTensorElements, ProgramLimits::kMaxTensorElements));
+              fmt::format("input's non-zero dimensions multiply to more than {}, the limit "
+                          "(ProgramLimits::kMaxTensorElements)",
+                          ProgramLimits::kMaxTensorElements));
+    const int64_t numel = empty ? 0 : extent;
     total_elements_ += numel;
     if (total_elements_ > ProgramLimits::kMaxTotalElements)
       fail_at(line_, int(shape_col) + 1,
@@ -416,7 +428,7 @@ class Parser {
     size_t c = col_;
     std::string name = word();
     int id = find_op(name);
-    if (id < 0) fail_at(line_, int(c) + 1, fmt::format("unknown op `{}`", name));
+    if (id < 0) fail_at(line_, int(c) + 1, fmt::format("unknown op `{}`", printable(name)));
     n.op = OpId(id);
     const OpDef& op = op_def(n.op);
     for (int k = 0; k < op.num_params; ++k) {
@@ -428,7 +440,7 @@ class Parser {
       std::string pn = word();
       if (pn != p.name) {
         col_ = pc;
-        fail(fmt::format("expected parameter `{}` (parameter {} of {}), got `{}`", p.name, k + 1, op.name, pn));
+        fail(fmt::format("expected parameter `{}` (parameter {} of {}), got `{}`", p.name, k + 1, op.name, printable(pn)));
       }
       expect('=');
       n.args.push_back(arg(p, defined));
@@ -474,7 +486,7 @@ class Parser {
             if (ch >= '0' && ch <= '9') return ch - '0';
             if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
             if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-            fail(fmt::format("`{}` is not a hex digit", ch));
+            fail(fmt::format("`{}` is not a hex digit", printable({&ch, 1})));
           };
           int hi = hex(peek());
           ++col_;

@@ -69,10 +69,25 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
   CheckOptions o = opts;
   o.keep_node_table = false;
   o.only(target.oracle);
+  bool out_of_time = false;
   auto still_fails = [&](const Program& c, int* node) {
     if (checks >= max_checks) return false;
     ++checks;
-    ProgramReport r = check_program(c, o);
+    // A candidate is a reduction only if it is a program file the parser reads back (the result is saved and
+    // replayed: a cut producer must fit the input limits) and it runs here. A time budget that runs out stops
+    // the reduction with the smallest program found so far.
+    try {
+      parse_program(print_program(c));
+    } catch (const ParseError&) {
+      return false;
+    }
+    ProgramReport r;
+    try {
+      r = check_program(c, o);
+    } catch (const ProgramError& e) {
+      if (e.reason == ProgramError::Reason::over_budget) out_of_time = true, checks = max_checks;
+      return false;
+    }
     for (const Failure& f : r.failures)
       if (f.signature() == sig) {
         if (node) *node = f.node;
@@ -249,7 +264,7 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
       if (chunk == 1) break;
     }
   }
-  if (stats) *stats = {checks, int(p0.values.size()), int(best.values.size())};
+  if (stats) *stats = {checks, int(p0.values.size()), int(best.values.size()), out_of_time};
   return best;
 }
 

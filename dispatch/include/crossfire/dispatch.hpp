@@ -17,9 +17,10 @@ Tensor call(OpId id, const ArgPack& args);
 // the output spec. The harness's bad-input oracle and the benchmarks use it.
 OutputSpec validate(OpId id, const ArgPack& args);
 
-// Validation step 5 alone, on a call whose steps 1-4 are taken as passed: the op's output rule, then the bound on
-// every tensor's size (Note [The element bound] in dispatch.cpp). Raises ShapeError / InvalidArgument. Both
-// dispatch paths run exactly this; the harness uses it to shape stand-ins for values whose node failed.
+// Validation without the device check: steps 1, 3, 4 and 5 on the call as if every tensor were on call.device (the
+// op's output rule, then the bound on every tensor's size: Note [The element bound] in dispatch.cpp). Raises what
+// call() would raise after step 2, else returns the output spec; no side effect. The harness shapes stand-ins
+// with it for values whose node raised DeviceMismatch (Note [Output rules see only checked calls]).
 OutputSpec output_spec(const CallView& call);
 
 namespace detail {

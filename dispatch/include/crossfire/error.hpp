@@ -23,6 +23,7 @@ enum class ErrorKind : uint8_t {
   out_of_memory,
   backend_failure,
   parse,
+  program,
 };
 std::string_view error_kind_name(ErrorKind k);  // "DeviceMismatch", ...
 
@@ -119,12 +120,29 @@ class BackendFailure : public Error {
   Device device;
 };
 
-// A malformed program file or option; line/column are 1-based, 0 when not known.
+// A malformed program file or option; line/column are 1-based, 0 when not known (the message then names only
+// `where`: "FILE: cannot open", not "FILE:0:0: ...").
 class ParseError : public Error {
  public:
   ParseError(std::string where, int line, int column, std::string message);
   int line;
   int column;
 };
+
+// A harness program that parses but cannot be checked as asked: an input that cannot be made on its device (a
+// device this machine lacks, an unavailable backend), a node whose result or work is past the program limits, or
+// a check that ran past its time budget. Never a pass: `crossfire replay` and `reduce` exit non-zero on it.
+class ProgramError : public Error {
+ public:
+  enum class Reason : uint8_t { not_runnable, over_limit, over_budget };
+  ProgramError(Reason reason, int value, std::string message);
+  Reason reason;
+  int value;  // the value id to blame (`%3`), or -1 for the program as a whole
+};
+
+// Caller data as it may appear inside a one-line message (Note [Messages quote caller data bounded] in
+// error.cpp): every byte outside printable ASCII as \xNN (a NUL, CR, newline or invalid UTF-8 can neither cut
+// nor break the line), and at most `max_bytes` of the text, the rest replaced by "...(N bytes)".
+std::string printable(std::string_view text, size_t max_bytes = 64);
 
 }  // namespace crossfire

@@ -8,6 +8,7 @@
 // The executor runs a program through dispatch on some device mapping and records what happened at every node.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -66,6 +67,23 @@ struct NodeRecord {
   std::optional<reference::RefTensor> output;  // the node's result, read back (when capturing)
 };
 
+// Note [Time budgets]
+// `crossfire replay` and `reduce` run a program from a file, which may ask for much more work than a generated
+// one. A Deadline set around a check gives it a time budget: the executor and the f64 evaluator call
+// check_deadline() between nodes, which raises ProgramError(over_budget) once the innermost deadline on this
+// thread has passed. One node runs to its end (the program limits bound its work).
+class Deadline {
+ public:
+  explicit Deadline(std::optional<std::chrono::steady_clock::time_point> at);
+  ~Deadline();
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+
+ private:
+  std::optional<std::chrono::steady_clock::time_point> previous_;
+};
+void check_deadline();
+
 struct RunOptions {
   // Maps every device of the program (inputs, overrides, device attributes); identity when empty.
   std::function<Device(Device)> map_device;
@@ -81,7 +99,10 @@ struct RunResult {
 };
 
 // Runs every node. Never throws for an error raised by dispatch (it is recorded); stand-ins replace values whose
-// node did not run (an expected DeviceMismatch, an unsupported kernel), so later nodes are still checked.
+// node did not run (an expected DeviceMismatch, an unsupported kernel), so later nodes are still checked. Raises
+// ProgramError when the program cannot be run here (an input that cannot be made on its device), when a node's
+// result or the run's work is past ProgramLimits, or past the thread's Deadline; and lets std::bad_alloc of the
+// harness's own work through, so that it is never recorded as a node's error.
 RunResult run_program(const Program& p, const RunOptions& opts);
 
 // Builds the tensor for an input on `device`.

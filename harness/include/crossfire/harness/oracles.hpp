@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,6 +72,8 @@ struct CheckOptions {
   PlantedFault fault = PlantedFault::none;
   bool keep_node_table = false;                // fill ProgramReport::table (replay)
   int max_bad_inputs = 4;
+  // A time budget (Note [Time budgets] in model.hpp): check_program raises ProgramError(over_budget) past it.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 
   // Enables oracle `k` and no other (the reducer checks one failure's oracle; tests prove one oracle at a time).
   CheckOptions& only(OracleKind k) {
@@ -97,6 +100,7 @@ struct ProgramReport {
   bool failed() const { return !failures.empty(); }
 };
 
+// Raises ProgramError when the program cannot be checked as asked (model.hpp's run_program says when).
 ProgramReport check_program(const Program& p, const CheckOptions& opts);
 
 // ---- the oracles' pure parts, exposed so tests can feed them fabricated observations -------------------------

@@ -22,6 +22,12 @@ struct ProgramLimits {
   static constexpr int64_t kMaxTotalElements = 1 << 22;   // elements of all inputs together
   static constexpr int kMaxListLength = 256;          // entries of one list (tensors, ints)
   static constexpr int kMaxRank = crossfire::kMaxRank;
+  // Checked as a program runs (run_program, before each call; ProgramError names the node): node results are
+  // held to the input limit, so that the reducer can always cut a node into an input, and the work of one run of
+  // the program to kMaxWork element-steps (node_work() in model.cpp: every element read and written, and for
+  // matmul and conv2d every product), so that a 500-byte file cannot ask for gigabytes or minutes.
+  static constexpr int64_t kMaxNodeElements = kMaxTensorElements;
+  static constexpr int64_t kMaxWork = int64_t(1) << 28;
 };
 
 // A reference to an earlier value, optionally moved to another device just before the call (the way a program

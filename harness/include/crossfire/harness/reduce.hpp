@@ -10,6 +10,7 @@ namespace crossfire::harness {
 struct ReduceStats {
   int checks = 0;
   int values_before = 0, values_after = 0;
+  bool out_of_time = false;  // CheckOptions::deadline passed: the result is the smallest program found by then
 };
 
 // `target` is the failure to preserve; a program that no longer shows it is never returned.
