@@ -1,8 +1,12 @@
 // The `crossfire` command: backends, run (a campaign), replay, reduce. See docs/program-format.md for programs.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "crossfire/harness/campaign.hpp"
+#include "crossfire/harness/exit_status.hpp"
 #include "crossfire/harness/reduce.hpp"
 
 using namespace crossfire;
@@ -51,12 +56,58 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Devices of the named backends (or devices: "cpu:1"); every available device when the list is empty.
-std::vector<Device> select_devices(const std::string& list) {
+// A bad option value: main prints it as one line and exits kExitUsage.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The names in a comma-separated list option. A list given explicitly must name something: `--oracles ,` would
+// otherwise run a campaign that checks nothing, and its exit status 0 would read as clean. Not given: {} (all).
+std::vector<std::string> option_list(const char* option, const CLI::Option* opt, const std::string& value,
+                                     const char* what) {
+  std::vector<std::string> items = split(value);
+  if (opt->count() > 0 && items.empty())
+    throw UsageError(fmt::format("{}: `{}` names no {} (say `all` for every one)", option, value, what));
+  return items;
+}
+
+// A count or seed: decimal digits only. CLI11 would read `-1` into a uint64_t as 2^64-1 (a campaign without end,
+// or a seed nobody asked for), so the text is parsed here; std::from_chars rejects signs and overflow.
+uint64_t parse_unsigned(const char* option, const std::string& text) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw UsageError(fmt::format("{}: `{}` is not a whole number from 0 to 18446744073709551615", option, text));
+  return v;
+}
+
+// A duration: finite and above zero. nan compares false with everything, so a campaign given it never stops, and
+// a hang limit of nan or inf never fires; zero or less means no time at all.
+double parse_seconds(const char* option, const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
+    throw UsageError(fmt::format("{}: `{}` is not a number of seconds above 0", option, text));
+  return v;
+}
+
+// parse_planted_fault reads every unknown name as `none`, which would silently plant nothing: a test that meant to
+// prove an oracle catches a fault would pass without one.
+PlantedFault planted_fault(const std::string& name) {
+  if (name.empty() || name == "none") return PlantedFault::none;
+  PlantedFault f = parse_planted_fault(name);
+  if (f == PlantedFault::none)
+    throw UsageError(fmt::format("--plant-fault: unknown fault `{}` (docs/program-format.md, \"Planted faults\", lists "
+                                 "them)", name));
+  return f;
+}
+
+// Devices of the named backends (or devices: "cpu:1"); every available device when the list is empty or `all`.
+std::vector<Device> select_devices(const std::vector<std::string>& items) {
   std::vector<Device> all = available_devices();
-  if (list.empty() || list == "all") return all;
+  if (items.empty() || items == std::vector<std::string>{"all"}) return all;
   std::vector<Device> out;
-  for (const std::string& item : split(list)) {
+  for (const std::string& item : items) {
     if (item.find(':') != std::string::npos) {
       Device d = Device::parse(item);
       backend_for(d);  // raises when it does not exist
@@ -72,19 +123,17 @@ std::vector<Device> select_devices(const std::string& list) {
         for (const Device& d : all)
           if (d.backend == k) out.push_back(d);
       }
-    if (!known) throw InvalidArgument("--backends", "", fmt::format("unknown backend `{}` (cpu, vulkan, cuda)", item));
+    if (!known) throw UsageError(fmt::format("--backends: unknown backend `{}` (cpu, vulkan, cuda)", item));
   }
   return out;
 }
 
-std::array<bool, kNumOracles> select_oracles(const std::string& list) {
+std::array<bool, kNumOracles> select_oracles(const std::vector<std::string>& items) {
   std::array<bool, kNumOracles> on{};
-  if (list.empty() || list == "all") return {true, true, true, true};
-  for (const std::string& item : split(list)) {
+  if (items.empty() || items == std::vector<std::string>{"all"}) return {true, true, true, true};
+  for (const std::string& item : items) {
     auto k = parse_oracle(item);
-    if (!k)
-      throw InvalidArgument("--oracles", "",
-                            fmt::format("unknown oracle `{}` (contract, agreement, gradients, bad_input)", item));
+    if (!k) throw UsageError(fmt::format("--oracles: unknown oracle `{}` (contract, agreement, gradients, bad_input)", item));
     on[size_t(*k)] = true;
   }
   return on;
@@ -125,41 +174,108 @@ void print_counts(const ProgramReport& r) {
   }
 }
 
+// The footer of every --help: the exit statuses a CI job reads (exit_status.hpp, docs/cli.md).
+constexpr const char* kExitStatusHelp =
+    "Exit status:\n"
+    "  0  the run checked what it was asked to, and nothing failed\n"
+    "  1  at least one failure (an oracle's finding, a crash or a hang of the code under test)\n"
+    "  2  bad options or input (an unknown backend, a malformed program, an unusable --out)\n"
+    "  3  interrupted by SIGINT, SIGTERM or SIGHUP before it finished (the reports are still written)\n"
+    "  4  the harness itself failed (a report it could not write, out of memory)\n"
+    "When more than one applies, the highest wins. See docs/cli.md.";
+
+// `crossfire run`'s options as given. Numbers are kept as text and checked by campaign_config(), since CLI11 reads
+// `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
+struct RunArgs {
+  std::string seconds, programs, seed = "1", hang_seconds = "60";
+  std::string backends, oracles, out_dir, plant;
+  bool no_mismatch = false;
+  int max_nodes = 30;
+  int64_t crash_at = -1, hang_at = -1;
+  CLI::Option *seconds_opt = nullptr, *programs_opt = nullptr, *backends_opt = nullptr, *oracles_opt = nullptr;
+};
+
+void add_run_options(CLI::App* cmd, RunArgs& o) {
+  o.seconds_opt = cmd->add_option("--seconds", o.seconds, "Stop after this many seconds (default: 10, when --programs "
+                                                          "is not given)")->type_name("SECONDS");
+  o.programs_opt = cmd->add_option("--programs", o.programs, "Stop after this many programs")->type_name("N");
+  o.seconds_opt->excludes(o.programs_opt);
+  cmd->add_option("--seed", o.seed, "Seed of the campaign, 0..18446744073709551615 (the same seed gives the same "
+                                    "programs; default 1)")->type_name("SEED");
+  o.backends_opt = cmd->add_option("--backends", o.backends,
+                                   "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
+  o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
+  cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs");
+  cmd->add_option("--hang-seconds", o.hang_seconds, "A program running longer than this is a hang (default 60)")
+      ->type_name("SECONDS");
+  cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
+  cmd->add_flag("--no-mismatch", o.no_mismatch, "Only programs whose devices all agree");
+  cmd->add_option("--plant-fault", o.plant, "Developer aid: plant a fault in the oracles' observations")->group("");
+  cmd->add_option("--crash-at", o.crash_at, "Test aid: the worker crashes on this program")->group("");
+  cmd->add_option("--hang-at", o.hang_at, "Test aid: the worker hangs on this program")->group("");
+}
+
+// Checks every option (UsageError on the first bad one) and builds the campaign they ask for.
+CampaignConfig campaign_config(const RunArgs& o) {
+  CampaignConfig c;
+  if (*o.seconds_opt) c.seconds = parse_seconds("--seconds", o.seconds);
+  if (*o.programs_opt) {
+    c.programs = parse_unsigned("--programs", o.programs);
+    if (c.programs == 0) throw UsageError("--programs: 0 programs would check nothing");
+  }
+  if (c.seconds == 0 && c.programs == 0) c.seconds = 10;
+  c.seed = parse_unsigned("--seed", o.seed);
+  c.hang_seconds = parse_seconds("--hang-seconds", o.hang_seconds);
+  c.oracles = select_oracles(option_list("--oracles", o.oracles_opt, o.oracles, "oracle"));
+  c.devices = select_devices(option_list("--backends", o.backends_opt, o.backends, "backend"));
+  c.fault = planted_fault(o.plant);
+  c.out_dir = o.out_dir;
+  c.crash_at = o.crash_at;
+  c.hang_at = o.hang_at;
+  c.gen.max_nodes = o.max_nodes;
+  c.gen.mismatches = !o.no_mismatch;
+  return c;
+}
+
+// CLI11 reports --help as a ParseError whose exit code is 0: print it, exit 0. Every real parse error (unknown
+// option, missing or malformed value) is a usage error; CLI11's own codes (105-114) would read as something else.
+int exit_for_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == int(CLI::ExitCodes::Success)) return app.exit(e);
+  std::fprintf(stderr, "crossfire: %s (crossfire --help lists the options)\n", e.what());
+  return kExitUsage;
+}
+
+// The exit status for an error that ended the command. A crossfire error about what was asked for (an unknown
+// backend or device, a malformed program) is bad input; running out of memory, a backend failing and anything else
+// (a report that cannot be written, a failed fork) is the harness's own failure.
+int exit_status_for(const std::exception& e) {
+  if (dynamic_cast<const UsageError*>(&e)) return kExitUsage;
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemory*>(&e) ||
+      dynamic_cast<const BackendFailure*>(&e))
+    return kExitInternal;
+  if (dynamic_cast<const Error*>(&e)) return kExitUsage;
+  return kExitInternal;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"crossfire: checks a multi-backend tensor dispatch core with random op-graph programs"};
   app.require_subcommand(1);
+  app.footer(kExitStatusHelp);
 
   auto* backends_cmd = app.add_subcommand("backends", "List every backend and device, with the reason when unavailable");
 
   auto* run_cmd = app.add_subcommand("run", "Run a campaign of generated programs");
-  double seconds = 0;
-  uint64_t programs = 0, seed = 1;
-  std::string backends_list, oracles_list, out_dir, plant;
-  double hang = 60;
-  bool no_mismatch = false;
-  int max_nodes = 30;
-  auto* secs_opt = run_cmd->add_option("--seconds", seconds, "Stop after this many seconds");
-  auto* progs_opt = run_cmd->add_option("--programs", programs, "Stop after this many programs");
-  secs_opt->excludes(progs_opt);
-  run_cmd->add_option("--seed", seed, "Seed of the campaign (the same seed gives the same programs)");
-  run_cmd->add_option("--backends", backends_list, "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
-  run_cmd->add_option("--oracles", oracles_list, "Oracles: contract,agreement,gradients,bad_input (default: all)");
-  run_cmd->add_option("--out", out_dir, "Directory for reports and failing programs");
-  run_cmd->add_option("--hang-seconds", hang, "A program running longer than this is a hang");
-  run_cmd->add_option("--max-nodes", max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
-  run_cmd->add_flag("--no-mismatch", no_mismatch, "Only programs whose devices all agree");
-  run_cmd->add_option("--plant-fault", plant, "Developer aid: plant a fault in the oracles' observations")->group("");
-  int64_t crash_at = -1, hang_at = -1;
-  run_cmd->add_option("--crash-at", crash_at, "Test aid: the worker crashes on this program")->group("");
-  run_cmd->add_option("--hang-at", hang_at, "Test aid: the worker hangs on this program")->group("");
+  RunArgs run_opts;
+  add_run_options(run_cmd, run_opts);
 
   auto* replay_cmd = app.add_subcommand("replay", "Rerun one program and print the per-node comparison table");
   std::string replay_file, replay_backends, replay_oracles;
   replay_cmd->add_option("FILE", replay_file, "Program file")->required();
-  replay_cmd->add_option("--backends", replay_backends, "Backends or devices (default: all available)");
-  replay_cmd->add_option("--oracles", replay_oracles, "Oracles (default: all)");
+  auto* replay_backends_opt =
+      replay_cmd->add_option("--backends", replay_backends, "Backends or devices (default: all available)");
+  auto* replay_oracles_opt = replay_cmd->add_option("--oracles", replay_oracles, "Oracles (default: all)");
   std::string replay_plant;
   replay_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
 
@@ -167,36 +283,29 @@ int main(int argc, char** argv) {
   std::string reduce_file, reduce_out, reduce_backends;
   reduce_cmd->add_option("FILE", reduce_file, "Program file")->required();
   reduce_cmd->add_option("-o,--output", reduce_out, "Where to write the reduced program")->required();
-  reduce_cmd->add_option("--backends", reduce_backends, "Backends or devices (default: all available)");
+  auto* reduce_backends_opt =
+      reduce_cmd->add_option("--backends", reduce_backends, "Backends or devices (default: all available)");
   reduce_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
 
-  CLI11_PARSE(app, argc, argv);
+  for (CLI::App* cmd : {backends_cmd, run_cmd, replay_cmd, reduce_cmd}) cmd->footer(kExitStatusHelp);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return exit_for_parse_error(app, e);
+  }
 
   try {
     if (*backends_cmd) return cmd_backends();
 
     if (*run_cmd) {
-      if (seconds <= 0 && programs == 0) seconds = 10;
-      CampaignConfig c;
-      c.seconds = seconds;
-      c.programs = programs;
-      c.seed = seed;
-      c.devices = select_devices(backends_list);
-      c.oracles = select_oracles(oracles_list);
-      c.out_dir = out_dir;
-      c.hang_seconds = hang;
-      c.fault = parse_planted_fault(plant);
-      c.crash_at = crash_at;
-      c.hang_at = hang_at;
-      c.gen.max_nodes = max_nodes;
-      c.gen.mismatches = !no_mismatch;
+      CampaignConfig c = campaign_config(run_opts);
       if (c.devices.empty()) {
         std::fprintf(stderr, "crossfire: no device to run on\n");
-        return 2;
+        return kExitUsage;
       }
-      if (std::string why = check_out_dir(out_dir); !why.empty()) {
+      if (std::string why = check_out_dir(c.out_dir); !why.empty()) {
         std::fprintf(stderr, "crossfire: --out: %s\n", why.c_str());
-        return 2;
+        return kExitUsage;
       }
       return run_campaign(c);
     }
@@ -204,10 +313,11 @@ int main(int argc, char** argv) {
     if (*replay_cmd || *reduce_cmd) {
       Program p = load_program(*replay_cmd ? replay_file : reduce_file);
       CheckOptions o;
-      o.devices = select_devices(*replay_cmd ? replay_backends : reduce_backends);
-      if (*replay_cmd) o.enabled = select_oracles(replay_oracles);
+      o.devices = *replay_cmd ? select_devices(option_list("--backends", replay_backends_opt, replay_backends, "backend"))
+                              : select_devices(option_list("--backends", reduce_backends_opt, reduce_backends, "backend"));
+      if (*replay_cmd) o.enabled = select_oracles(option_list("--oracles", replay_oracles_opt, replay_oracles, "oracle"));
       o.keep_node_table = replay_cmd->parsed();
-      o.fault = parse_planted_fault(replay_plant);
+      o.fault = planted_fault(replay_plant);
       ProgramReport r = check_program(p, o);
       if (*replay_cmd) {
         print_table(r);
@@ -217,11 +327,11 @@ int main(int argc, char** argv) {
           std::printf("\nFAIL [%s] %s\n  %s\n", std::string(oracle_name(f.oracle)).c_str(), f.what.c_str(),
                       f.detail.c_str());
         std::printf("\n%s\n", replay_verdict(r, recorded_signature(replay_file)).c_str());
-        return r.failures.empty() ? 0 : 1;
+        return r.failures.empty() ? kExitClean : kExitFailures;
       }
       if (r.failures.empty()) {
         std::fprintf(stderr, "crossfire: %s does not fail; nothing to reduce\n", reduce_file.c_str());
-        return 2;
+        return kExitUsage;
       }
       const Failure& f = r.failures.front();
       ReduceStats st;
@@ -229,14 +339,11 @@ int main(int argc, char** argv) {
       save_text_atomically(reduce_out, fmt::format("# {}\n# {}\n", f.signature(), f.what) + print_program(red));
       std::printf("reduced %d values (%d nodes) to %d values (%d nodes) in %d checks: %s\n", st.values_before,
                   p.num_nodes(), st.values_after, red.num_nodes(), st.checks, reduce_out.c_str());
-      return 0;
+      return kExitClean;
     }
-  } catch (const ParseError& e) {
-    std::fprintf(stderr, "crossfire: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "crossfire: %s\n", e.what());
-    return 2;
+    return exit_status_for(e);
   }
-  return 0;
+  return kExitClean;
 }

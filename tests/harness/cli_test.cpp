@@ -6,13 +6,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "crossfire/harness/program.hpp"
@@ -27,8 +30,10 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(CROSSFIRE_CLI) + " " + args + " 2>&1";
+// Runs the command under a time limit (killed after `limit_s`: status 137), so an option that wrongly starts an
+// endless campaign fails the test instead of hanging it.
+Result run(const std::string& args, int limit_s = 120) {
+  std::string cmd = fmt::format("timeout -s KILL {} {} {} 2>&1", limit_s, CROSSFIRE_CLI, args);
   FILE* f = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -50,6 +55,15 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(d);
   return d;
 }
+
+size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+// A valid program, for replay and reduce.
+const char* const kSmallProgram =
+    "crossfire-program 1\n"
+    "input %0 f32 [2] cpu:0 = 0x1p+0 -0x1p+1\n"
+    "input %1 f32 [2] cpu:0 = 0x1p-1 0x1p+0\n"
+    "node %2 add lhs=%0 rhs=%1\n";
 
 TEST(Cli, BackendsListsEveryBackend) {
   Result r = run("backends");
@@ -125,6 +139,72 @@ TEST(Cli, AnUnwritableOutDirIsReportedBeforeStarting) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--out"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("programs/s"), std::string::npos) << "the campaign did not start";
+}
+
+// Every option value that would check nothing (no oracle, no backend, an unknown planted fault that silently
+// plants none), run forever (nan, inf) or wrap around (-1 into an unsigned count or seed) is refused before
+// anything runs: one line on stderr naming the option, exit status 2. So are CLI11's own parse errors.
+TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
+  fs::path d = temp_dir("bad-options");
+  fs::create_directories(d);
+  const std::string prog = (d / "p.program").string();
+  save_text_atomically(prog, kSmallProgram);
+  const std::string run1 = "run --programs 1 --backends cpu ";  // cheap, should a bad option slip through
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {run1 + "--oracles ,", "--oracles"},
+      {run1 + "--oracles ''", "--oracles"},
+      {run1 + "--oracles no_such_oracle", "--oracles"},
+      {"run --programs 1 --oracles contract --backends ,", "--backends"},
+      {"run --programs 1 --oracles contract --backends ''", "--backends"},
+      {run1 + "--oracles contract --hang-seconds nan", "--hang-seconds"},
+      {run1 + "--oracles contract --hang-seconds 0", "--hang-seconds"},
+      {run1 + "--oracles contract --hang-seconds -1", "--hang-seconds"},
+      {run1 + "--oracles contract --hang-seconds inf", "--hang-seconds"},
+      {"run --backends cpu --oracles contract --seconds nan", "--seconds"},
+      {"run --backends cpu --oracles contract --seconds -1", "--seconds"},
+      {"run --backends cpu --oracles contract --seconds inf", "--seconds"},
+      {"run --backends cpu --oracles contract --seconds 0", "--seconds"},
+      {"run --backends cpu --oracles contract --programs -1", "--programs"},
+      {"run --backends cpu --oracles contract --programs 0", "--programs"},
+      {run1 + "--oracles contract --seed -1", "--seed"},
+      {run1 + "--oracles contract --seed +1", "--seed"},
+      {run1 + "--oracles contract --seed 18446744073709551616", "--seed"},
+      {run1 + "--oracles contract --plant-fault no_such_fault", "--plant-fault"},
+      {run1 + "--oracles contract --max-nodes 0", "--max-nodes"},
+      {run1 + "--oracles contract --max-nodes 31", "--max-nodes"},
+      {run1 + "--oracles contract --no-such-option", "--no-such-option"},
+      {run1 + "--oracles contract --seconds", "--seconds"},
+      {"run --backends cpu --oracles contract --programs many", "--programs"},
+      {"run --backends cpu --oracles contract --programs 5 --seconds 5", "--seconds"},
+      {"no-such-command", "subcommand"},
+      {"", "subcommand"},
+      {"replay " + prog + " --backends cpu --oracles ,", "--oracles"},
+      {"replay " + prog + " --backends , --oracles contract", "--backends"},
+      {"replay " + prog + " --backends cpu --plant-fault no_such_fault", "--plant-fault"},
+      {"reduce " + prog + " -o " + (d / "r.program").string() + " --backends cpu --plant-fault no_such_fault",
+       "--plant-fault"},
+      {"reduce " + prog + " --backends cpu", "--output"},
+  };
+  for (const auto& [args, option] : cases) {
+    Result r = run(args, 10);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+    EXPECT_EQ(count_lines(r.out), 1u) << args << ": one line\n" << r.out;
+    EXPECT_NE(r.out.find(option), std::string::npos) << args << ": names " << option << "\n" << r.out;
+  }
+  // The largest seed and a plain planted fault are fine.
+  Result ok = run(run1 + "--oracles contract --seed 18446744073709551615 --plant-fault none", 60);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  fs::remove_all(d);
+}
+
+// --help prints and exits 0, and its footer lists the exit statuses a CI job reads.
+TEST(Cli, HelpListsTheExitStatuses) {
+  for (const char* args : {"--help", "run --help"}) {
+    Result r = run(args, 10);
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.out;
+    for (const char* s : {"Exit status", "0 ", "1 ", "2 ", "3 ", "4 ", "docs/cli.md"})
+      EXPECT_NE(r.out.find(s), std::string::npos) << args << ": " << s << "\n" << r.out;
+  }
 }
 
 TEST(Cli, ReplayAndReduce) {
