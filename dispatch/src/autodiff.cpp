@@ -1,8 +1,6 @@
 // Reverse mode (contract section 5). Backward rules live in the op table and are written with forward ops, so this
 // engine knows nothing about any backend: it orders the graph, calls rules and accumulates.
-#include <algorithm>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -15,25 +13,46 @@ namespace crossfire {
 
 namespace {
 
-// Every node reachable from `root`, latest first. Node sequence numbers are a topological order (a node is created
-// after all of its inputs), so sorting by them descending visits each node after every node that consumes it.
+// Note [Backward order]
+// backward() visits each node after every node that consumes its output, so a node's gradient is complete when
+// its rule runs. The order is computed from the graph itself (Kahn's algorithm over the reachable nodes), not
+// from the nodes' creation numbers: dispatch numbers nodes with a cheap relaxed counter (Note [Counters are
+// cheap] in backend.cpp), and when several threads record at once two nodes can get the same number, or a node a
+// smaller one than its input's, which would run a rule before all of its gradient had arrived and lose the rest.
+
+// Every node reachable from `root`, each after all of its consumers (Note [Backward order]).
 std::vector<detail::Node*> reachable_nodes(detail::Node* root) {
-  std::vector<detail::Node*> out, stack{root};
-  std::unordered_set<detail::Node*> seen{root};
+  auto producer = [](const Tensor& in) -> detail::Node* {
+    const TensorImpl* t = in.impl();
+    return t->autograd ? t->autograd->grad_fn.get() : nullptr;
+  };
+  // Pass 1: every reachable node, with the number of graph edges that consume it.
+  std::unordered_map<detail::Node*, size_t> consumers{{root, 0}};
+  std::vector<detail::Node*> stack{root};
   while (!stack.empty()) {
     detail::Node* n = stack.back();
     stack.pop_back();
-    out.push_back(n);
-    for (const Tensor& in : n->inputs) {
-      const TensorImpl* t = in.impl();
-      if (t->autograd && t->autograd->grad_fn && seen.insert(t->autograd->grad_fn.get()).second)
-        stack.push_back(t->autograd->grad_fn.get());
-    }
+    for (const Tensor& in : n->inputs)
+      if (detail::Node* p = producer(in)) {
+        auto [it, first] = consumers.try_emplace(p, 0);
+        ++it->second;
+        if (first) stack.push_back(p);
+      }
   }
-  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->sequence > b->sequence; });
+  // Pass 2: a node is ready once every edge into it has been visited.
+  std::vector<detail::Node*> out, ready{root};
+  out.reserve(consumers.size());
+  while (!ready.empty()) {
+    detail::Node* n = ready.back();
+    ready.pop_back();
+    out.push_back(n);
+    for (const Tensor& in : n->inputs)
+      if (detail::Node* p = producer(in); p && --consumers[p] == 0) ready.push_back(p);
+  }
   return out;
 }
 
+// A non-leaf's pending gradient: local to one backward() call, so it needs no lock (a leaf's does).
 void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
 [[noreturn]] void rule_bug(const OpDef& op, int slot, const std::string& what) {
@@ -43,6 +62,14 @@ void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slo
 }
 
 }  // namespace
+
+// Note [A leaf's gradient is locked]. The add runs under the lock: the new sum must be computed from the sum it
+// replaces. A backend's own locks (Vulkan's, CUDA's) are taken inside this one and never the other way round, and
+// no backward() holds two leaves' locks at once, so this cannot deadlock.
+void AutogradMeta::accumulate_grad(const Tensor& g) {
+  std::lock_guard lock(grad_mutex_);
+  grad_ = grad_.defined() ? add(grad_, g) : g;
+}
 
 void backward(const Tensor& root, const Tensor& seed_in) {
   if (!root.defined()) throw AutodiffError("backward", "backward: the root is an undefined tensor");
@@ -71,7 +98,7 @@ void backward(const Tensor& root, const Tensor& seed_in) {
   NoGradGuard no_grad;  // gradients are computed untracked (no higher-order derivatives)
   AutogradMeta* root_meta = root.impl()->autograd;
   if (!root_meta->grad_fn) {  // the root is a leaf
-    accumulate(root_meta->grad, seed);
+    root_meta->accumulate_grad(seed);
     return;
   }
 
@@ -99,7 +126,7 @@ void backward(const Tensor& root, const Tensor& seed_in) {
       if (g.device() != in.device()) rule_bug(op, int(s), "a gradient on " + g.device().str());
       AutogradMeta* meta = in.impl()->autograd;
       if (meta->grad_fn) accumulate(pending[in.impl()], g);
-      else accumulate(meta->grad, g);  // a leaf: its gradient lives on its own device
+      else meta->accumulate_grad(g);  // a leaf: its gradient lives on its own device
     }
   }
 }

@@ -37,10 +37,11 @@ Tensor& Tensor::set_requires_grad(bool on) {
   return *this;
 }
 
-Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor(); }
+// Both lock the leaf's gradient: another thread may be accumulating into it (Note [A leaf's gradient is locked]).
+Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad() : Tensor(); }
 
 void Tensor::zero_grad() {
-  if (impl_ && impl_->autograd) impl_->autograd->grad = Tensor();
+  if (impl_ && impl_->autograd) impl_->autograd->clear_grad();
 }
 
 Tensor Tensor::detach() const {
