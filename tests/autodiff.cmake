@@ -6,10 +6,13 @@ crossfire_backend_test(autodiff AREA autodiff
 
 # Threads (contract section 8): concurrent backward() into a shared leaf, independent work from many threads,
 # no_grad per thread. One binary per backend like crossfire_backend_test, with one more label, `threads`, which the
-# ThreadSanitizer build runs (`CROSSFIRE_SANITIZE=thread scripts/test.sh`: ctest -L threads).
+# ThreadSanitizer build runs (`CROSSFIRE_SANITIZE=thread scripts/test.sh`, the `tsan` presets: ctest -L threads).
 add_library(suite_autodiff_threads OBJECT ${CMAKE_CURRENT_LIST_DIR}/autodiff_threads_test.cpp)
 target_link_libraries(suite_autodiff_threads PUBLIC crossfire_test_support GTest::gtest PRIVATE crossfire_warnings)
+# `threads_tests` builds every binary labelled `threads` and nothing else: what the ThreadSanitizer build needs.
+add_custom_target(threads_tests)
 foreach(backend IN LISTS CROSSFIRE_ENABLED_BACKENDS)
   crossfire_test_binary(test_autodiff_threads_${backend} suite_autodiff_threads ${backend} ${backend}
                         "autodiff;threads;${backend}" 300)
+  add_dependencies(threads_tests test_autodiff_threads_${backend})
 endforeach()

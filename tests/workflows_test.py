@@ -128,12 +128,13 @@ class WorkflowsTest(unittest.TestCase):
                 self.assertEqual(problems(doc, where, self.scripts_text), [])
 
     def test_the_test_jobs_cover_what_the_issue_asks(self):
-        # gcc and clang, ASan+UBSan, Vulkan on lavapipe with the validation layer, CUDA compile-only: each a job
+        # gcc and clang, ASan+UBSan, TSan, Vulkan on lavapipe with the validation layer, CUDA compile-only: each a job
         # whose environment asks scripts/test.sh for it.
         ci = self.docs[".github/workflows/ci.yml"]["jobs"]
         compilers = {entry["cxx"] for entry in ci["test"]["strategy"]["matrix"]["include"]}
         self.assertEqual(compilers, {"g++", "clang++-14"})
         self.assertEqual(ci["sanitize"]["env"]["CROSSFIRE_SANITIZE"], "1")
+        self.assertEqual(ci["tsan"]["env"]["CROSSFIRE_SANITIZE"], "thread")
         self.assertEqual(ci["vulkan-lavapipe"]["env"]["CROSSFIRE_VULKAN_VALIDATION"], "1")
         self.assertIn("-DCROSSFIRE_VULKAN=ON", ci["vulkan-lavapipe"]["env"]["CMAKE_ARGS"])
         self.assertIn("-DCROSSFIRE_CUDA=ON", ci["cuda-compile"]["env"]["CMAKE_ARGS"])
