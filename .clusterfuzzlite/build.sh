@@ -12,6 +12,9 @@ for src in "$SRC"/crossfire/fuzz/fuzz_*.cpp; do
   name=$(basename "$src" .cpp)
   ninja -C build "$name"
   cp "build/fuzz/$name" "$OUT/"
+  # libFuzzer flags and the program format's dictionary (written from the op table at build time).
+  if [ -f "$SRC/crossfire/fuzz/$name.options" ]; then cp "$SRC/crossfire/fuzz/$name.options" "$OUT/"; fi
+  if [ -f "build/fuzz/$name.dict" ]; then cp "build/fuzz/$name.dict" "$OUT/"; fi
   if [ -d "$SRC/crossfire/fuzz/corpus/$name" ]; then
     (cd "$SRC/crossfire/fuzz/corpus/$name" && zip -q -r "$OUT/${name}_seed_corpus.zip" .)
   fi
