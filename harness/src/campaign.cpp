@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,12 +12,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "crossfire/harness/exit_status.hpp"
 #include "crossfire/harness/reduce.hpp"
 
 namespace crossfire::harness {
@@ -25,8 +30,33 @@ using json = nlohmann::json;
 
 namespace {
 
+namespace fs = std::filesystem;
+
+// The signals that stop a campaign: Ctrl-C, `kill`/`timeout`, and a closed terminal. Each makes the supervisor stop,
+// print the summary, write the reports and exit kExitInterrupted.
+constexpr std::array<int, 3> kStopSignals{SIGINT, SIGTERM, SIGHUP};
 volatile sig_atomic_t g_interrupted = 0;
-void on_sigint(int) { g_interrupted = 1; }
+void on_stop_signal(int) { g_interrupted = 1; }
+
+// Handles kStopSignals for as long as it lives, then puts back the handlers there were.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_interrupted = 0;
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kStopSignals.size(); ++i) ::sigaction(kStopSignals[i], &sa, &old_[i]);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kStopSignals.size(); ++i) ::sigaction(kStopSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  std::array<struct sigaction, kStopSignals.size()> old_{};
+};
 
 uint64_t mix(uint64_t seed, uint64_t index) {
   uint64_t z = seed * 0x9e3779b97f4a7c15ull + index + 0x632be59bd9b4e019ull;
@@ -59,7 +89,6 @@ bool write_all(int fd, const std::string& s) {
 }
 
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
-  ::signal(SIGINT, SIG_IGN);  // the supervisor decides when to stop
   const CheckOptions opts = check_options(c);
   for (uint64_t i = start; c.programs == 0 || i < c.programs; ++i) {
     if (!write_all(fd, json{{"t", "start"}, {"i", i}}.dump() + "\n")) ::_exit(0);
@@ -150,8 +179,9 @@ uint64_t total_failures(const Totals& t) {
   return n;
 }
 
-json report_json(const CampaignConfig& c, const Totals& t) {
+json report_json(const CampaignConfig& c, const Totals& t, bool complete) {
   json j;
+  j["complete"] = complete;  // false: written while the campaign runs (it may yet be killed), true: the final one
   j["seed"] = c.seed;
   j["seconds"] = t.seconds;
   j["programs"] = t.programs;
@@ -198,7 +228,7 @@ json report_json(const CampaignConfig& c, const Totals& t) {
   return j;
 }
 
-std::string junit_xml(const CampaignConfig& c, const Totals& t) {
+std::string junit_xml(const CampaignConfig& c, const Totals& t, bool complete) {
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   uint64_t tests = 0, failures = 0;
   std::string cases;
@@ -229,13 +259,14 @@ std::string junit_xml(const CampaignConfig& c, const Totals& t) {
   x += fmt::format("<testsuite name=\"crossfire\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", tests, failures,
                    t.seconds);
   x += fmt::format("  <properties><property name=\"seed\" value=\"{}\"/><property name=\"programs\" value=\"{}\"/>"
-                   "<property name=\"devices\" value=\"{}\"/></properties>\n",
-                   c.seed, t.programs, devices_str(c.devices));
+                   "<property name=\"devices\" value=\"{}\"/><property name=\"complete\" value=\"{}\"/>"
+                   "<property name=\"interrupted\" value=\"{}\"/></properties>\n",
+                   c.seed, t.programs, devices_str(c.devices), complete, t.interrupted);
   x += cases + "</testsuite>\n</testsuites>\n";
   return x;
 }
 
-std::string report_html(const CampaignConfig& c, const Totals& t) {
+std::string report_html(const CampaignConfig& c, const Totals& t, bool complete) {
   std::string h = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>crossfire campaign</title>
 <style>
@@ -249,9 +280,10 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
   h += fmt::format("<h1>crossfire campaign: <span class=\"{}\">{}</span></h1>\n", nf ? "bad" : "good",
                    nf ? fmt::format("{} failure{}", nf, nf == 1 ? "" : "s") : std::string("no failures"));
   h += fmt::format("<p>seed {} &middot; {:.1f} s &middot; {} programs ({} nodes) &middot; {:.1f} programs/s &middot; "
-                   "devices {}{}</p>\n",
+                   "devices {}{}{}</p>\n",
                    c.seed, t.seconds, t.programs, t.nodes, t.seconds > 0 ? double(t.programs) / t.seconds : 0.0,
-                   html_escape(devices_str(c.devices)), t.interrupted ? " &middot; <b>interrupted</b>" : "");
+                   html_escape(devices_str(c.devices)), t.interrupted ? " &middot; <b>interrupted</b>" : "",
+                   complete ? "" : " &middot; <b>in progress</b> (this report is rewritten as the campaign runs)");
   h += "<h2>Oracles</h2>\n<table><tr><th class=l>oracle</th><th>checked</th><th>failed</th><th>skipped "
        "(unsupported)</th><th>skipped (other)</th></tr>\n";
   for (OracleKind k : kAllOracles) {
@@ -296,19 +328,30 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
   return h;
 }
 
-void write_reports(const CampaignConfig& c, const Totals& t) {
+void write_reports(const CampaignConfig& c, const Totals& t, bool complete) {
   if (c.out_dir.empty()) return;
-  save_text_atomically(c.out_dir + "/report.json", report_json(c, t).dump(2) + "\n");
-  save_text_atomically(c.out_dir + "/junit.xml", junit_xml(c, t));
-  save_text_atomically(c.out_dir + "/report.html", report_html(c, t));
+  save_text_atomically(c.out_dir + "/report.json", report_json(c, t, complete).dump(2) + "\n");
+  save_text_atomically(c.out_dir + "/junit.xml", junit_xml(c, t, complete));
+  save_text_atomically(c.out_dir + "/report.html", report_html(c, t, complete));
 }
 
-void record_failure(const CampaignConfig& c, Totals& t, json info, uint64_t index) {
+// The reports while the campaign runs (`"complete": false`): at the start, after each new failure and every 10 s,
+// so a campaign killed at any point (SIGKILL, a lost machine) leaves recent ones.
+void write_progress_reports(const CampaignConfig& c, const Totals& t) {
+  try {
+    write_reports(c, t, /*complete=*/false);
+  } catch (const std::exception&) {
+  }
+}
+
+// Records a failure the worker found or the supervisor saw; true when it is a new one (not seen before in this
+// campaign), whose program is now saved.
+bool record_failure(const CampaignConfig& c, Totals& t, json info, uint64_t index) {
   std::string sig = info.value("signature", "");
   t.failed_programs++;
   if (auto it = t.by_signature.find(sig); it != t.by_signature.end()) {
     t.failures[it->second].occurrences++;
-    return;
+    return false;
   }
   SavedFailure f;
   f.program_index = index;
@@ -332,6 +375,7 @@ void record_failure(const CampaignConfig& c, Totals& t, json info, uint64_t inde
   f.info = std::move(info);
   t.by_signature[sig] = t.failures.size();
   t.failures.push_back(std::move(f));
+  return true;
 }
 
 std::string progress_line(const Totals& t, double secs) {
@@ -343,120 +387,166 @@ std::string progress_line(const Totals& t, double secs) {
   return s;
 }
 
-}  // namespace
+// ---- the supervisor ---------------------------------------------------------------------------------------------
 
-Program campaign_program(const CampaignConfig& c, uint64_t index) {
-  PrngChoices choices(mix(c.seed, index));
-  GenConfig g = c.gen;
-  if (g.devices.empty()) g.devices = c.devices;
-  return generate_program(choices, g);
+// A worker process and what the supervisor knows of it.
+struct Worker {
+  pid_t pid = -1;
+  int fd = -1;                    // the read end of its pipe
+  std::string buf;                // the start of a message not yet complete
+  bool in_flight = false;         // between a program's "start" and its "done"
+  uint64_t in_flight_index = 0;
+  double in_flight_since = 0;
+  std::optional<json> reducing;   // the failure it is reducing, while it is
+};
+
+// Forks a worker that checks programs from `start` on.
+Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  std::fflush(nullptr);
+  const pid_t supervisor = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    // The worker dies with its supervisor: one killed outright (SIGKILL, the OOM killer) while its worker hangs
+    // would otherwise leave the worker spinning forever. The death signal only covers a death after the call, so
+    // a supervisor that died since fork() is caught by comparing getppid().
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != supervisor) ::_exit(0);
+    // The supervisor decides when to stop; a terminal sends SIGINT and SIGHUP to the whole process group, and a
+    // worker dying of them would read as a crash.
+    for (int sig : kStopSignals) ::signal(sig, SIG_IGN);
+    ::close(fds[0]);
+    worker(c, start, fds[1]);
+  }
+  ::close(fds[1]);
+  Worker w;
+  w.pid = pid;
+  w.fd = fds[0];
+  w.in_flight_since = now;
+  return w;
 }
 
-std::string check_out_dir(const std::string& dir) {
-  if (dir.empty()) return "";
-  // Create it (one level of parents is enough for the common `out/run1` case).
-  std::string parent = dir.substr(0, dir.find_last_of('/'));
-  if (!parent.empty() && parent != dir) ::mkdir(parent.c_str(), 0777);
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
-    return fmt::format("cannot create {}: {}", dir, std::strerror(errno));
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return fmt::format("{} is not a directory", dir);
-  std::string probe = fmt::format("{}/.crossfire-probe-{}", dir, ::getpid());
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return fmt::format("cannot write to {}: {}", dir, std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return "";
+// Adds a finished program's counts and coverage to the totals.
+void add_counts(Totals& t, const json& m) {
+  t.programs++;
+  t.nodes += m.value("nodes", 0);
+  for (size_t k = 0; k < kNumOracles; ++k) {
+    const json& a = m["counts"][k];
+    t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>()});
+  }
+  for (auto& [op, per] : m["coverage"].items())
+    for (auto& [dev, n] : per.items()) {
+      auto& cell = t.coverage[op][dev];
+      cell[0] += n[0].get<uint64_t>();
+      cell[1] += n[1].get<uint64_t>();
+    }
 }
 
-int run_campaign(const CampaignConfig& c) {
+// What one message from the worker changed.
+struct MessageEffect {
+  bool new_failure = false;  // a failure not seen before in this campaign was recorded
+  bool finished = false;     // the worker checked its last program
+};
+
+// Applies one message from the worker; `next` becomes the program a fresh worker would start at.
+MessageEffect handle_message(const CampaignConfig& c, Totals& t, Worker& w, const json& m, double now,
+                             uint64_t& next) {
+  MessageEffect effect;
+  std::string type = m.value("t", "");
+  if (type == "start") {
+    w.in_flight = true;
+    w.in_flight_index = m["i"].get<uint64_t>();
+    w.in_flight_since = now;
+    w.reducing.reset();
+  } else if (type == "reducing") {
+    w.reducing = m["failure"];
+    w.in_flight_since = now;
+  } else if (type == "done") {
+    uint64_t i = m["i"].get<uint64_t>();
+    add_counts(t, m);
+    for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i);
+    w.in_flight = false;
+    w.reducing.reset();
+    next = i + 1;
+  } else if (type == "finished") {
+    effect.finished = true;
+  }
+  return effect;
+}
+
+// The worker died or hung in the middle of a program: a failure, with the program saved. True when it is new.
+bool record_worker_death(const CampaignConfig& c, Totals& t, const Worker& w, int status, bool hang) {
+  uint64_t i = w.in_flight_index;
+  (hang ? t.hangs : t.crashes)++;
+  json info;
+  if (w.reducing) {
+    info = *w.reducing;  // the failure was found; the reducer is what crashed or hung
+    info["what"] = info.value("what", "") + fmt::format(" (the reducer {})", hang ? "hung" : "crashed");
+  } else {
+    std::string why = hang ? fmt::format("hang: program ran longer than {} s", c.hang_seconds)
+                           : WIFSIGNALED(status) ? fmt::format("crash: worker killed by signal {} ({})",
+                                                               WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                                 : fmt::format("crash: worker exited with status {}",
+                                                               WEXITSTATUS(status));
+    info = json{{"oracle", "supervisor"}, {"op", ""}, {"node", -1}, {"what", why},
+                {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
+                {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
+                {"program", print_program(campaign_program(c, i))}};
+  }
+  t.programs++;
+  return record_failure(c, t, info, i);
+}
+
+// Runs workers until the campaign is over (its time or programs are done, or a stop signal came), restarting one
+// after each crash or hang; the totals, with `interrupted` set when a signal stopped it.
+Totals supervise(const CampaignConfig& c) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const bool live = c.progress < 0 ? ::isatty(2) != 0 : c.progress == 1;
   Totals t;
-  g_interrupted = 0;
-  struct sigaction sa{}, old_int{}, old_term{};
-  sa.sa_handler = on_sigint;
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
+  StopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
+  double last_print = 0, last_report = 0;
+  auto progress_reports = [&] {
+    t.seconds = elapsed();
+    write_progress_reports(c, t);
+    last_report = t.seconds;
+  };
+  progress_reports();  // a campaign killed in its first seconds still leaves reports
 
   uint64_t next = 0;  // the next program a fresh worker starts at
-  double last_print = 0, last_report = 0;
   bool finished = false;
   while (!finished && !g_interrupted) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    if (pid == 0) {
-      ::close(fds[0]);
-      worker(c, next, fds[1]);
-    }
-    ::close(fds[1]);
-    std::string buf;
-    bool in_flight = false;
-    uint64_t in_flight_index = 0;
-    std::optional<json> reducing;
-    double in_flight_since = elapsed();
+    Worker w = start_worker(c, next, elapsed());
     bool worker_done = false, killed_for_hang = false, stop = false;
     while (!worker_done) {
-      if (g_interrupted) stop = true;
-      if (c.seconds > 0 && elapsed() >= c.seconds) stop = true;
-      if (c.programs > 0 && t.programs >= c.programs) stop = true;
+      stop = g_interrupted || (c.seconds > 0 && elapsed() >= c.seconds) || (c.programs > 0 && t.programs >= c.programs);
       if (stop) break;
-      pollfd pfd{fds[0], POLLIN, 0};
-      int pr = ::poll(&pfd, 1, 100);
-      if (pr > 0) {
+      pollfd pfd{w.fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 100) > 0) {
         char tmp[65536];
-        ssize_t n = ::read(fds[0], tmp, sizeof tmp);
+        ssize_t n = ::read(w.fd, tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-          if (n < 0 && errno == EINTR) continue;
           worker_done = true;
         } else {
-          buf.append(tmp, size_t(n));
+          w.buf.append(tmp, size_t(n));
           size_t nl;
-          while ((nl = buf.find('\n')) != std::string::npos) {
-            json m = json::parse(buf.substr(0, nl), nullptr, false);
-            buf.erase(0, nl + 1);
+          while ((nl = w.buf.find('\n')) != std::string::npos) {
+            json m = json::parse(w.buf.substr(0, nl), nullptr, false);
+            w.buf.erase(0, nl + 1);
             if (m.is_discarded()) continue;
-            std::string type = m.value("t", "");
-            if (type == "start") {
-              in_flight = true;
-              in_flight_index = m["i"].get<uint64_t>();
-              in_flight_since = elapsed();
-              reducing.reset();
-            } else if (type == "reducing") {
-              reducing = m["failure"];
-              in_flight_since = elapsed();
-            } else if (type == "done") {
-              uint64_t i = m["i"].get<uint64_t>();
-              t.programs++;
-              t.nodes += m.value("nodes", 0);
-              for (size_t k = 0; k < kNumOracles; ++k) {
-                const json& a = m["counts"][k];
-                t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>()});
-              }
-              for (auto& [op, per] : m["coverage"].items())
-                for (auto& [dev, n2] : per.items()) {
-                  auto& cell = t.coverage[op][dev];
-                  cell[0] += n2[0].get<uint64_t>();
-                  cell[1] += n2[1].get<uint64_t>();
-                }
-              for (const json& f : m["failures"]) record_failure(c, t, f, i);
-              in_flight = false;
-              reducing.reset();
-              next = i + 1;
-            } else if (type == "finished") {
-              finished = true;
-            }
+            MessageEffect e = handle_message(c, t, w, m, elapsed(), next);
+            finished |= e.finished;
+            if (e.new_failure) progress_reports();  // its program is saved; the reports say so at once
           }
         }
       }
-      if (in_flight && elapsed() - in_flight_since > c.hang_seconds) {
-        ::kill(pid, SIGKILL);
+      if (w.in_flight && elapsed() - w.in_flight_since > c.hang_seconds) {
+        ::kill(w.pid, SIGKILL);
         killed_for_hang = true;
         worker_done = true;
       }
@@ -468,58 +558,29 @@ int run_campaign(const CampaignConfig& c) {
         std::fprintf(stderr, "%s\n", progress_line(t, now).c_str());
         last_print = now;
       }
-      if (now - last_report >= 10) {  // reports along the way: a killed campaign still leaves recent ones
-        t.seconds = now;
-        try {
-          write_reports(c, t);
-        } catch (const std::exception&) {
-        }
-        last_report = now;
-      }
+      if (now - last_report >= 10) progress_reports();
     }
-    ::close(fds[0]);
+    ::close(w.fd);
     int status = 0;
-    if (stop || finished) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+    // A worker that ended because the campaign is stopping is no failure, whatever it died of.
+    if (stop || finished || g_interrupted) {
+      ::kill(w.pid, SIGKILL);
+      ::waitpid(w.pid, &status, 0);
       break;
     }
-    ::waitpid(pid, &status, 0);
-    if (in_flight) {
-      // The worker died or hung in the middle of a program: a failure, with the program saved.
-      uint64_t i = in_flight_index;
-      bool hang = killed_for_hang;
-      (hang ? t.hangs : t.crashes)++;
-      json info;
-      if (reducing) {
-        info = *reducing;  // the failure was found; the reducer is what crashed or hung
-        info["what"] = info.value("what", "") + fmt::format(" (the reducer {})", hang ? "hung" : "crashed");
-      } else {
-        std::string why = hang ? fmt::format("hang: program ran longer than {} s", c.hang_seconds)
-                               : WIFSIGNALED(status) ? fmt::format("crash: worker killed by signal {} ({})",
-                                                                   WTERMSIG(status), strsignal(WTERMSIG(status)))
-                                                     : fmt::format("crash: worker exited with status {}",
-                                                                   WEXITSTATUS(status));
-        info = json{{"oracle", "supervisor"}, {"op", ""}, {"node", -1}, {"what", why},
-                    {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
-                    {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
-                    {"program", print_program(campaign_program(c, i))}};
-      }
-      t.programs++;
-      record_failure(c, t, info, i);
-      next = i + 1;
-      if (c.programs > 0 && next >= c.programs) break;
-    } else if (!finished) {
-      break;  // exited between programs (cannot happen unless killed from outside)
-    }
+    ::waitpid(w.pid, &status, 0);
+    if (!w.in_flight) break;  // exited between programs (cannot happen unless killed from outside)
+    if (record_worker_death(c, t, w, status, killed_for_hang)) progress_reports();
+    next = w.in_flight_index + 1;
+    if (c.programs > 0 && next >= c.programs) break;
   }
   t.seconds = elapsed();
   t.interrupted = g_interrupted != 0;
   if (live) std::fprintf(stderr, "\r%s\x1b[K\n", progress_line(t, t.seconds).c_str());
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
+  return t;
+}
 
-  // Summary table.
+void print_summary(const CampaignConfig& c, const Totals& t) {
   std::printf("\n%-10s %10s %8s %22s %16s\n", "oracle", "checked", "failed", "skipped (unsupported)",
               "skipped (other)");
   for (OracleKind k : kAllOracles) {
@@ -534,18 +595,74 @@ int run_campaign(const CampaignConfig& c) {
               (unsigned long long)t.programs, (unsigned long long)t.nodes, t.seconds,
               t.seconds > 0 ? double(t.programs) / t.seconds : 0.0, devices_str(c.devices).c_str(),
               (unsigned long long)c.seed, t.interrupted ? " (interrupted)" : "");
-  if (!t.failures.empty()) {
-    std::printf("\n%zu distinct failure(s):\n", t.failures.size());
-    for (const SavedFailure& f : t.failures)
-      std::printf("  [%s] %s: %s (x%llu)%s%s\n", f.info.value("oracle", "").c_str(), f.info.value("op", "").c_str(),
-                  f.info.value("what", "").c_str(), (unsigned long long)f.occurrences,
-                  c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
-  } else {
+  if (t.failures.empty()) {
     std::printf("no failures\n");
+    return;
   }
-  write_reports(c, t);
+  std::printf("\n%zu distinct failure(s):\n", t.failures.size());
+  for (const SavedFailure& f : t.failures)
+    std::printf("  [%s] %s: %s (x%llu)%s%s\n", f.info.value("oracle", "").c_str(), f.info.value("op", "").c_str(),
+                f.info.value("what", "").c_str(), (unsigned long long)f.occurrences,
+                c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
+}
+
+// The highest status that applies wins (docs/cli.md): a run that was cut short must read as such even when it found
+// failures, so a CI job does not take a partial campaign for a complete one.
+int campaign_exit_status(const Totals& t) {
+  if (t.interrupted) return kExitInterrupted;
+  return t.failures.empty() ? kExitClean : kExitFailures;
+}
+
+}  // namespace
+
+Program campaign_program(const CampaignConfig& c, uint64_t index) {
+  PrngChoices choices(mix(c.seed, index));
+  GenConfig g = c.gen;
+  if (g.devices.empty()) g.devices = c.devices;
+  return generate_program(choices, g);
+}
+
+std::string check_out_dir(const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // every missing parent too: `--out runs/2024/nightly`
+  if (ec) return fmt::format("cannot create {}: {}", dir, ec.message());
+  if (!fs::is_directory(dir, ec)) return fmt::format("{} is not a directory", dir);
+  std::string probe = fmt::format("{}/.crossfire-probe-{}", dir, ::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return fmt::format("cannot write to {}: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+std::vector<std::string> remove_earlier_run(const std::string& dir) {
+  if (dir.empty()) return {};
+  // The names crossfire gives its files, and their temp files (`.tmp.PID`) from a run killed while writing one.
+  static const std::regex report_name(R"((report\.json|junit\.xml|report\.html)(\.tmp\.[0-9]+)?)");
+  static const std::regex failure_name(R"(failure-[0-9]{3,}-.+\.program(\.orig)?(\.tmp\.[0-9]+)?)");
+  std::vector<std::string> removed;
+  auto sweep = [&](const fs::path& d, const std::regex& name, const std::string& prefix) {
+    std::error_code ec;
+    std::vector<fs::path> matches;
+    for (const fs::directory_entry& e : fs::directory_iterator(d, ec))
+      if (e.is_regular_file(ec) && std::regex_match(e.path().filename().string(), name)) matches.push_back(e.path());
+    for (const fs::path& p : matches)
+      if (fs::remove(p, ec)) removed.push_back(prefix + p.filename().string());
+  };
+  sweep(dir, report_name, "");
+  sweep(fs::path(dir) / "failures", failure_name, "failures/");
+  std::error_code ec;
+  if (fs::is_empty(fs::path(dir) / "failures", ec)) fs::remove(fs::path(dir) / "failures", ec);
+  return removed;
+}
+
+int run_campaign(const CampaignConfig& c) {
+  Totals t = supervise(c);
+  print_summary(c, t);
+  write_reports(c, t, /*complete=*/true);
   if (!c.out_dir.empty()) std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());
-  return t.failures.empty() ? 0 : 1;
+  return campaign_exit_status(t);
 }
 
 }  // namespace crossfire::harness

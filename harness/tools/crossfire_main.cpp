@@ -205,7 +205,8 @@ void add_run_options(CLI::App* cmd, RunArgs& o) {
   o.backends_opt = cmd->add_option("--backends", o.backends,
                                    "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
   o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
-  cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs");
+  cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs (created with its parents; an "
+                                      "earlier run's reports and failures there are removed)");
   cmd->add_option("--hang-seconds", o.hang_seconds, "A program running longer than this is a hang (default 60)")
       ->type_name("SECONDS");
   cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
@@ -307,6 +308,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "crossfire: --out: %s\n", why.c_str());
         return kExitUsage;
       }
+      if (size_t n = remove_earlier_run(c.out_dir).size())
+        std::fprintf(stderr, "crossfire: --out %s: removed %zu file%s of an earlier run (its reports and failures/)\n",
+                     c.out_dir.c_str(), n, n == 1 ? "" : "s");
       return run_campaign(c);
     }
 

@@ -56,6 +56,58 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
+// `crossfire ARGS...` running in the background, its output in `log`. A test that ends early still kills it.
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, fs::path log) : log_(std::move(log)) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::FILE* f = std::fopen(log_.c_str(), "w");
+      if (f) ::dup2(::fileno(f), 1), ::dup2(::fileno(f), 2);
+      std::vector<char*> argv{const_cast<char*>(CROSSFIRE_CLI)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CROSSFIRE_CLI, argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL), wait();
+    fs::remove(log_);
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  std::string output() const { return read(log_); }
+  // Waits for it to end: its exit status, or 128 + the signal that killed it.
+  int wait() {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+// Polls `ready` every 50 ms for up to `seconds`; whether it came true.
+template <class F>
+bool eventually(double seconds, F ready) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// report.json as it is now; an empty object while there is none.
+nlohmann::json report_now(const fs::path& dir) {
+  auto j = nlohmann::json::parse(read(dir / "report.json"), nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
 size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
 // A valid program, for replay and reduce.
@@ -131,6 +183,129 @@ TEST(Cli, CtrlCStillWritesTheReports) {
   EXPECT_EQ(j["interrupted"], true);
   EXPECT_GT(j["programs"].get<int>(), 0);
   EXPECT_LT(j["seconds"].get<double>(), 30);
+  fs::remove_all(d);
+}
+
+// SIGINT, SIGTERM and SIGHUP (a closed terminal, which used to kill the campaign without reports) each stop a
+// campaign with exit status 3, even with no failure found, so a CI job sees it was cut short; the reports are
+// complete and say it was interrupted.
+TEST(Cli, AnInterruptedCampaignExitsThree) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    fs::path d = temp_dir(fmt::format("signal-{}", sig));
+    Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--out", d}, d.string() + ".log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    run.signal(sig);
+    EXPECT_EQ(run.wait(), 3) << strsignal(sig) << "\n" << run.output();
+    auto j = report_now(d);
+    EXPECT_EQ(j.value("interrupted", false), true) << strsignal(sig) << j;
+    EXPECT_EQ(j.value("complete", false), true) << strsignal(sig) << j;
+    EXPECT_NE(run.output().find("(interrupted)"), std::string::npos) << "the summary is printed\n" << run.output();
+    fs::remove_all(d);
+  }
+}
+
+// The reports exist from the start of a campaign (a run killed in its first seconds used to leave an empty --out),
+// say they are not complete, and are complete at the end.
+TEST(Cli, ReportsAreWrittenFromTheStart) {
+  fs::path d = temp_dir("early");
+  Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--out", d}, d.string() + ".log");
+  EXPECT_TRUE(eventually(3, [&] { return report_now(d).contains("seed"); })) << "report.json within 3 s";
+  EXPECT_EQ(report_now(d).value("complete", true), false) << report_now(d);
+  EXPECT_TRUE(fs::exists(d / "junit.xml"));
+  EXPECT_TRUE(fs::exists(d / "report.html"));
+  run.signal(SIGINT);
+  EXPECT_EQ(run.wait(), 3) << run.output();
+  EXPECT_EQ(report_now(d).value("complete", false), true) << report_now(d);
+  fs::remove_all(d);
+}
+
+// A new failure is in the reports (and its program saved) as soon as it is recorded, not at the next periodic write.
+TEST(Cli, ANewFailureIsReportedAtOnce) {
+  fs::path d = temp_dir("failure-now");
+  Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--crash-at", "0",
+                  "--out", d}, d.string() + ".log");
+  EXPECT_TRUE(eventually(4, [&] { return report_now(d).value("failures", 0) == 1; })) << report_now(d);
+  auto j = report_now(d);
+  ASSERT_EQ(j.value("failure_list", nlohmann::json::array()).size(), 1u) << j;
+  EXPECT_TRUE(fs::exists(d / j["failure_list"][0]["file"].get<std::string>()));
+  EXPECT_EQ(j.value("complete", true), false);
+  run.signal(SIGTERM);
+  EXPECT_EQ(run.wait(), 3) << "interrupted wins over failures found\n" << run.output();
+  fs::remove_all(d);
+}
+
+// The children of `pid` (from /proc, which every Linux has).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = read(e.path() / "stat");
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// Whether `pid` is still running (a zombie waiting for its new parent to reap it is not).
+bool running(pid_t pid) {
+  std::string stat = read(fs::path("/proc") / std::to_string(pid) / "stat");
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
+// A supervisor killed outright (SIGKILL: nothing of it runs) takes its worker with it; a hanging worker used to
+// stay, spinning, forever.
+TEST(Cli, AKilledSupervisorTakesItsWorkerWithIt) {
+  fs::path d = temp_dir("orphan");
+  Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--hang-at", "0",
+                  "--hang-seconds", "1000"}, d.string() + ".log");
+  std::vector<pid_t> workers;
+  EXPECT_TRUE(eventually(5, [&] { return !(workers = children_of(run.pid())).empty(); })) << "the worker started";
+  run.signal(SIGKILL);
+  EXPECT_EQ(run.wait(), 128 + SIGKILL);
+  for (pid_t w : workers) {
+    EXPECT_TRUE(eventually(5, [&] { return !running(w); })) << "worker " << w << " outlived its supervisor";
+    ::kill(w, SIGKILL);  // no leftover, should it have outlived
+  }
+}
+
+// Reusing --out removes the earlier run's reports and saved failures (so no stale failure reads as this run's) and
+// says so; files crossfire did not write stay.
+TEST(Cli, AReusedOutDirHoldsOnlyThisRunsFailures) {
+  fs::path d = temp_dir("reuse");
+  Result first = run("run --programs 3 --backends cpu --oracles contract --crash-at 1 --out " + d.string());
+  ASSERT_EQ(first.status, 1) << first.out;
+  auto j = report_now(d);
+  ASSERT_EQ(j.value("failure_list", nlohmann::json::array()).size(), 1u) << j;
+  fs::path stale = d / j["failure_list"][0]["file"].get<std::string>();
+  ASSERT_TRUE(fs::exists(stale));
+  save_text_atomically((d / "notes.txt").string(), "mine\n");
+  save_text_atomically((d / "failures" / "notes.txt").string(), "mine\n");
+  Result second = run("run --programs 3 --backends cpu --oracles contract --out " + d.string());
+  EXPECT_EQ(second.status, 0) << second.out;
+  EXPECT_FALSE(fs::exists(stale)) << "the earlier run's failure is gone";
+  EXPECT_TRUE(fs::exists(d / "notes.txt"));
+  EXPECT_TRUE(fs::exists(d / "failures" / "notes.txt"));
+  EXPECT_NE(second.out.find("earlier run"), std::string::npos) << "it says so\n" << second.out;
+  EXPECT_EQ(report_now(d).value("failures", -1), 0);
+  fs::remove_all(d);
+}
+
+// --out creates every missing parent; a path that cannot be a directory is a clear usage error.
+TEST(Cli, OutCreatesItsParents) {
+  fs::path d = temp_dir("parents");
+  Result r = run("run --programs 2 --backends cpu --oracles contract --out " + (d / "a" / "b" / "c").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(d / "a" / "b" / "c" / "report.json"));
+  save_text_atomically((d / "file").string(), "not a directory\n");
+  Result bad = run("run --programs 2 --backends cpu --oracles contract --out " + (d / "file" / "x").string());
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--out"), std::string::npos) << bad.out;
+  EXPECT_EQ(count_lines(bad.out), 1u) << bad.out;
   fs::remove_all(d);
 }
 

@@ -30,10 +30,18 @@ struct CampaignConfig {
 // The program a campaign checks as number `index` (deterministic: replaying a seed gives the same programs).
 Program campaign_program(const CampaignConfig& c, uint64_t index);
 
-// Checks that the output directory can be written (creating it); "" when it can, else why not.
+// Checks that the output directory can be written (creating it and its missing parents); "" when it can, else why
+// not.
 std::string check_out_dir(const std::string& dir);
 
-// Runs the campaign and returns the exit status: 0 exactly when nothing failed.
+// Removes what an earlier campaign wrote to `dir` (report.json, junit.xml, report.html, failures/failure-*.program
+// and their temp files), so no stale failure reads as this run's; files crossfire did not write stay. Returns the
+// removed files' paths relative to `dir`.
+std::vector<std::string> remove_earlier_run(const std::string& dir);
+
+// Runs the campaign and returns its exit status (exit_status.hpp): kExitInterrupted when a signal stopped it, else
+// kExitFailures when anything failed, else kExitClean. The reports in out_dir are written at the start, after each
+// new failure, every 10 s (`"complete": false`) and at the end (`"complete": true`).
 int run_campaign(const CampaignConfig& c);
 
 // Writes `text` to `path` atomically (temp file in the same directory + rename).
