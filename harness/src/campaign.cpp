@@ -328,20 +328,32 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
   return h;
 }
 
-void write_reports(const CampaignConfig& c, const Totals& t, bool complete) {
-  if (c.out_dir.empty()) return;
-  save_text_atomically(c.out_dir + "/report.json", report_json(c, t, complete).dump(2) + "\n");
-  save_text_atomically(c.out_dir + "/junit.xml", junit_xml(c, t, complete));
-  save_text_atomically(c.out_dir + "/report.html", report_html(c, t, complete));
+// Writes every report, each on its own, so one that cannot be written (a full disk) does not keep the others from
+// being tried. Returns one line per report that could not be written.
+std::vector<std::string> write_reports(const CampaignConfig& c, const Totals& t, bool complete) {
+  std::vector<std::string> errors;
+  if (c.out_dir.empty()) return errors;
+  auto save = [&](const char* name, const auto& render) {
+    try {
+      save_text_atomically(c.out_dir + "/" + name, render());
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+  };
+  save("report.json", [&] { return report_json(c, t, complete).dump(2) + "\n"; });
+  save("junit.xml", [&] { return junit_xml(c, t, complete); });
+  save("report.html", [&] { return report_html(c, t, complete); });
+  return errors;
 }
 
 // The reports while the campaign runs (`"complete": false`): at the start, after each new failure and every 10 s,
-// so a campaign killed at any point (SIGKILL, a lost machine) leaves recent ones.
-void write_progress_reports(const CampaignConfig& c, const Totals& t) {
-  try {
-    write_reports(c, t, /*complete=*/false);
-  } catch (const std::exception&) {
-  }
+// so a campaign killed at any point (SIGKILL, a lost machine) leaves recent ones. A failure to write them is told
+// once (`warned`), not every 10 s; the campaign goes on, since the final write may yet succeed.
+void write_progress_reports(const CampaignConfig& c, const Totals& t, bool& warned) {
+  std::vector<std::string> errors = write_reports(c, t, /*complete=*/false);
+  if (errors.empty() || warned) return;
+  for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s (the campaign goes on)\n", e.c_str());
+  warned = true;
 }
 
 // Records a failure the worker found or the supervisor saw; true when it is a new one (not seen before in this
@@ -510,9 +522,10 @@ Totals supervise(const CampaignConfig& c) {
   StopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
   double last_print = 0, last_report = 0;
+  bool warned = false;
   auto progress_reports = [&] {
     t.seconds = elapsed();
-    write_progress_reports(c, t);
+    write_progress_reports(c, t, warned);
     last_report = t.seconds;
   };
   progress_reports();  // a campaign killed in its first seconds still leaves reports
@@ -606,9 +619,11 @@ void print_summary(const CampaignConfig& c, const Totals& t) {
                 c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
 }
 
-// The highest status that applies wins (docs/cli.md): a run that was cut short must read as such even when it found
-// failures, so a CI job does not take a partial campaign for a complete one.
-int campaign_exit_status(const Totals& t) {
+// The highest status that applies wins (docs/cli.md): a run whose final reports are lost, or that was cut short,
+// must read as such even when it found failures, so a CI job takes neither for a complete record (and a run that
+// lost its reports is never read as clean).
+int campaign_exit_status(const Totals& t, bool reports_written) {
+  if (!reports_written) return kExitInternal;
   if (t.interrupted) return kExitInterrupted;
   return t.failures.empty() ? kExitClean : kExitFailures;
 }
@@ -660,9 +675,12 @@ std::vector<std::string> remove_earlier_run(const std::string& dir) {
 int run_campaign(const CampaignConfig& c) {
   Totals t = supervise(c);
   print_summary(c, t);
-  write_reports(c, t, /*complete=*/true);
-  if (!c.out_dir.empty()) std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());
-  return campaign_exit_status(t);
+  std::fflush(stdout);  // the summary before any error about the reports
+  std::vector<std::string> errors = write_reports(c, t, /*complete=*/true);
+  for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s\n", e.c_str());
+  if (!c.out_dir.empty() && errors.empty())
+    std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());
+  return campaign_exit_status(t, errors.empty());
 }
 
 }  // namespace crossfire::harness

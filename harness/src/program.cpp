@@ -532,19 +532,26 @@ Program load_program(const std::string& path) {
 }
 
 void save_text_atomically(const std::string& path, std::string_view text) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-    f.write(text.data(), std::streamsize(text.size()));
-    f.flush();
-    if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
+  // The text goes to a temp file in the same directory, then rename() puts it in place, so a reader finds the old
+  // file or the new one, never half of one. When anything fails (a full disk fails write(), fflush() or even
+  // fclose() with ENOSPC; a file size limit with EFBIG) the temp file is removed: a torn `PATH.tmp.PID` would be
+  // left in the output directory for good.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  auto fail = [&](const char* step, int err) {
     std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(e)));
-  }
+    throw std::runtime_error(fmt::format("cannot write {}: {}: {}", path, step, std::strerror(err)));
+  };
+  bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  int err = written ? 0 : errno;
+  // fsync before the rename, so that after a crash the name never points at a file whose data never reached the
+  // disk. Reports and programs are small and written a few times a minute, so it is cheap. EINVAL: a file system
+  // that cannot sync (nothing to wait for).
+  if (written && ::fsync(::fileno(f)) != 0 && errno != EINVAL) written = false, err = errno;
+  if (std::fclose(f) != 0 && written) written = false, err = errno;
+  if (!written) fail("write", err ? err : EIO);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename", errno);
 }
 
 }  // namespace crossfire::harness

@@ -30,17 +30,21 @@ struct Result {
   std::string out;
 };
 
-// Runs the command under a time limit (killed after `limit_s`: status 137), so an option that wrongly starts an
-// endless campaign fails the test instead of hanging it.
-Result run(const std::string& args, int limit_s = 120) {
-  std::string cmd = fmt::format("timeout -s KILL {} {} {} 2>&1", limit_s, CROSSFIRE_CLI, args);
-  FILE* f = ::popen(cmd.c_str(), "r");
+// The output (stdout and stderr) and exit status of a shell command line.
+Result run_shell(const std::string& command) {
+  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
   std::string out;
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   int st = ::pclose(f);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+// Runs the command under a time limit (killed after `limit_s`: status 137), so an option that wrongly starts an
+// endless campaign fails the test instead of hanging it.
+Result run(const std::string& args, int limit_s = 120) {
+  return run_shell(fmt::format("timeout -s KILL {} {} {}", limit_s, CROSSFIRE_CLI, args));
 }
 
 std::string read(const fs::path& p) {
@@ -306,6 +310,36 @@ TEST(Cli, OutCreatesItsParents) {
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("--out"), std::string::npos) << bad.out;
   EXPECT_EQ(count_lines(bad.out), 1u) << bad.out;
+  fs::remove_all(d);
+}
+
+// A report that cannot be written (a full disk; here a file size limit, RLIMIT_FSIZE via `ulimit -f`, which fails
+// the same write() with EFBIG and needs no root or mount) leaves no torn temp file, does not keep the other reports
+// from being written, is named on stderr, and makes the run exit 4: a run that lost its reports must not read as
+// clean.
+TEST(Cli, AReportThatCannotBeWrittenLeavesNoTempFileAndExitsFour) {
+  const std::string args = "run --programs 20 --seed 3 --backends cpu --oracles contract --out ";
+  fs::path ref = temp_dir("full-ref");
+  ASSERT_EQ(run(args + ref.string()).status, 0);
+  const auto junit = fs::file_size(ref / "junit.xml"), json = fs::file_size(ref / "report.json"),
+             html = fs::file_size(ref / "report.html");
+  // A limit (in 512-byte blocks) that lets junit.xml through, with room for its times to differ, and not the others.
+  const auto blocks = (junit + 256 + 511) / 512;
+  ASSERT_LT(blocks * 512, std::min(json, html)) << "junit.xml " << junit << ", report.json " << json
+                                                << ", report.html " << html << " bytes";
+  fs::path d = temp_dir("full");
+  // The limit goes on the command alone (its output is a pipe, which no file size limit touches); SIGXFSZ is
+  // ignored, as a full disk sends no signal, so write() fails instead of the process being killed.
+  Result r = run_shell(fmt::format("ulimit -f {}; trap '' XFSZ; exec timeout -s KILL 120 {} {}{}", blocks,
+                                   CROSSFIRE_CLI, args, d.string()));
+  EXPECT_EQ(r.status, 4) << r.out;
+  for (const char* name : {"report.json", "report.html"})
+    EXPECT_NE(r.out.find(fmt::format("cannot write {}/{}", d.string(), name)), std::string::npos) << name << "\n" << r.out;
+  EXPECT_NE(read(d / "junit.xml").find("name=\"complete\" value=\"true\""), std::string::npos)
+      << "junit.xml, after report.json failed, is the final one";
+  for (const auto& e : fs::directory_iterator(d))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "torn temp file " << e.path();
+  fs::remove_all(ref);
   fs::remove_all(d);
 }
 

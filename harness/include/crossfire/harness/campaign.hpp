@@ -39,8 +39,8 @@ std::string check_out_dir(const std::string& dir);
 // removed files' paths relative to `dir`.
 std::vector<std::string> remove_earlier_run(const std::string& dir);
 
-// Runs the campaign and returns its exit status (exit_status.hpp): kExitInterrupted when a signal stopped it, else
-// kExitFailures when anything failed, else kExitClean. The reports in out_dir are written at the start, after each
+// Runs the campaign and returns its exit status (exit_status.hpp): kExitInternal when a final report could not be
+// written, else kExitInterrupted when a signal stopped it, else kExitFailures when anything failed, else kExitClean. The reports in out_dir are written at the start, after each
 // new failure, every 10 s (`"complete": false`) and at the end (`"complete": true`).
 int run_campaign(const CampaignConfig& c);
 
