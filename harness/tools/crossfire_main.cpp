@@ -67,7 +67,7 @@ std::vector<std::string> option_list(const char* option, const CLI::Option* opt,
                                      const char* what) {
   std::vector<std::string> items = split(value);
   if (opt->count() > 0 && items.empty())
-    throw UsageError(fmt::format("{}: `{}` names no {} (say `all` for every one)", option, value, what));
+    throw UsageError(fmt::format("{}: `{}` names no {} (say `all` for every one)", option, printable(value), what));
   return items;
 }
 
@@ -77,7 +77,8 @@ uint64_t parse_unsigned(const char* option, const std::string& text) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw UsageError(fmt::format("{}: `{}` is not a whole number from 0 to 18446744073709551615", option, text));
+    throw UsageError(
+        fmt::format("{}: `{}` is not a whole number from 0 to 18446744073709551615", option, printable(text)));
   return v;
 }
 
@@ -87,7 +88,7 @@ double parse_seconds(const char* option, const std::string& text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
-    throw UsageError(fmt::format("{}: `{}` is not a number of seconds above 0", option, text));
+    throw UsageError(fmt::format("{}: `{}` is not a number of seconds above 0", option, printable(text)));
   return v;
 }
 
@@ -98,7 +99,7 @@ PlantedFault planted_fault(const std::string& name) {
   PlantedFault f = parse_planted_fault(name);
   if (f == PlantedFault::none)
     throw UsageError(fmt::format("--plant-fault: unknown fault `{}` (docs/program-format.md, \"Planted faults\", lists "
-                                 "them)", name));
+                                 "them)", printable(name)));
   return f;
 }
 
@@ -123,7 +124,7 @@ std::vector<Device> select_devices(const std::vector<std::string>& items) {
         for (const Device& d : all)
           if (d.backend == k) out.push_back(d);
       }
-    if (!known) throw UsageError(fmt::format("--backends: unknown backend `{}` (cpu, vulkan, cuda)", item));
+    if (!known) throw UsageError(fmt::format("--backends: unknown backend `{}` (cpu, vulkan, cuda)", printable(item)));
   }
   return out;
 }
@@ -133,7 +134,8 @@ std::array<bool, kNumOracles> select_oracles(const std::vector<std::string>& ite
   if (items.empty() || items == std::vector<std::string>{"all"}) return {true, true, true, true};
   for (const std::string& item : items) {
     auto k = parse_oracle(item);
-    if (!k) throw UsageError(fmt::format("--oracles: unknown oracle `{}` (contract, agreement, gradients, bad_input)", item));
+    if (!k) throw UsageError(
+          fmt::format("--oracles: unknown oracle `{}` (contract, agreement, gradients, bad_input)", printable(item)));
     on[size_t(*k)] = true;
   }
   return on;
@@ -242,15 +244,18 @@ CampaignConfig campaign_config(const RunArgs& o) {
 // option, missing or malformed value) is a usage error; CLI11's own codes (105-114) would read as something else.
 int exit_for_parse_error(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == int(CLI::ExitCodes::Success)) return app.exit(e);
-  std::fprintf(stderr, "crossfire: %s (crossfire --help lists the options)\n", e.what());
+  // CLI11's message quotes what was typed, which may hold a newline: printable() keeps it one line.
+  std::fprintf(stderr, "crossfire: %s (crossfire --help lists the options)\n", printable(e.what(), 512).c_str());
   return kExitUsage;
 }
 
 // The exit status for an error that ended the command. A crossfire error about what was asked for (an unknown
-// backend or device, a malformed program) is bad input; running out of memory, a backend failing and anything else
-// (a report that cannot be written, a failed fork) is the harness's own failure.
+// backend or device, a malformed or unrunnable program) is bad input; running out of memory or of a time budget, a
+// backend failing and anything else (a file that cannot be written, a failed fork) is the harness's own failure.
 int exit_status_for(const std::exception& e) {
   if (dynamic_cast<const UsageError*>(&e)) return kExitUsage;
+  if (auto* p = dynamic_cast<const ProgramError*>(&e); p && p->reason == ProgramError::Reason::over_budget)
+    return kExitInternal;
   if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemory*>(&e) ||
       dynamic_cast<const BackendFailure*>(&e))
     return kExitInternal;

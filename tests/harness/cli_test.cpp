@@ -363,6 +363,7 @@ TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
       {run1 + "--oracles ,", "--oracles"},
       {run1 + "--oracles ''", "--oracles"},
       {run1 + "--oracles no_such_oracle", "--oracles"},
+      {run1 + "--oracles \"$(printf 'contract\\nfake line')\"", "--oracles"},  // caller data cannot break the one line
       {"run --programs 1 --oracles contract --backends ,", "--backends"},
       {"run --programs 1 --oracles contract --backends ''", "--backends"},
       {run1 + "--oracles contract --hang-seconds nan", "--hang-seconds"},
