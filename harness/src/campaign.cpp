@@ -96,8 +96,16 @@ bool write_all(int fd, const std::string& s) {
     if (int64_t(i) == c.crash_at) std::abort();
     if (int64_t(i) == c.hang_at)
       for (;;) ::pause();
-    ProgramReport r = check_program(p, opts);
     json msg{{"t", "done"}, {"i", i}, {"nodes", p.num_nodes()}};
+    ProgramReport r;
+    try {
+      r = check_program(p, opts);
+    } catch (const std::exception& e) {
+      // The harness itself failed on this program (out of memory, a generated program past the program limits):
+      // recorded as the harness's error, never as a finding about a backend or an op, and the campaign goes on.
+      msg["harness_error"] = printable(e.what(), 400);
+      msg["program"] = print_program(p);
+    }
     json counts = json::array();
     for (const OracleCounts& k : r.counts)
       counts.push_back({k.checked, k.failed, k.skipped_unsupported, k.skipped_other});
@@ -115,8 +123,14 @@ bool write_all(int fd, const std::string& s) {
       // Tell the supervisor before reducing, so a crash while reducing still leaves the original failure.
       write_all(fd, json{{"t", "reducing"}, {"i", i}, {"failure", jf}}.dump() + "\n");
       ReduceStats st;
-      Program red = reduce_program(p, opts, f, &st, 200);
-      ProgramReport rr = check_program(red, opts);
+      Program red = p;
+      ProgramReport rr;
+      try {
+        red = reduce_program(p, opts, f, &st, 200);
+        rr = check_program(red, opts);
+      } catch (const std::exception&) {
+        red = p;  // the failure stands as found; only its reduction failed
+      }
       for (const Failure& g : rr.failures)
         if (g.signature() == f.signature()) {
           jf["what"] = g.what, jf["detail"] = g.detail, jf["node"] = g.node;
@@ -149,6 +163,7 @@ struct Totals {
   std::vector<SavedFailure> failures;
   std::map<std::string, size_t> by_signature;
   uint64_t failed_programs = 0;
+  uint64_t harness_errors = 0;  // programs the harness itself could not check (saved with oracle "harness")
   double seconds = 0;
   bool interrupted = false;
 };
@@ -191,6 +206,7 @@ json report_json(const CampaignConfig& c, const Totals& t, bool complete) {
   j["distinct_failures"] = t.failures.size();
   j["crashes"] = t.crashes;
   j["hangs"] = t.hangs;
+  j["harness_errors"] = t.harness_errors;
   j["interrupted"] = t.interrupted;
   json backends = json::array();
   for (BackendKind k : kAllBackendKinds) {
@@ -255,8 +271,21 @@ std::string junit_xml(const CampaignConfig& c, const Totals& t, bool complete) {
   if (!sup.empty()) ++failures;
   cases += fmt::format("  <testcase classname=\"crossfire.supervisor\" name=\"no crash or hang\" time=\"{:.3f}\">\n{}"
                        "  </testcase>\n", t.seconds, sup);
-  x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", tests, failures, t.seconds);
-  x += fmt::format("<testsuite name=\"crossfire\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", tests, failures,
+  // The harness's own errors (an error element: the check did not run, which is not a finding about the code).
+  ++tests;
+  std::string harness;
+  for (const SavedFailure& f : t.failures)
+    if (f.info.value("oracle", "") == "harness")
+      harness += fmt::format("    <error message=\"{}\">{}</error>\n", html_escape(f.info.value("what", "")),
+                             html_escape(f.info.value("program", "")));
+  const bool harness_failed = !harness.empty();
+  cases += fmt::format("  <testcase classname=\"crossfire.harness\" name=\"every program checked\" time=\"{:.3f}\">\n"
+                       "{}  </testcase>\n", t.seconds, harness);
+  const int errors = harness_failed ? 1 : 0;
+  x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n", tests, failures,
+                   errors, t.seconds);
+  x += fmt::format("<testsuite name=\"crossfire\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
+                   tests, failures, errors,
                    t.seconds);
   x += fmt::format("  <properties><property name=\"seed\" value=\"{}\"/><property name=\"programs\" value=\"{}\"/>"
                    "<property name=\"devices\" value=\"{}\"/><property name=\"complete\" value=\"{}\"/>"
@@ -479,6 +508,15 @@ MessageEffect handle_message(const CampaignConfig& c, Totals& t, Worker& w, cons
     uint64_t i = m["i"].get<uint64_t>();
     add_counts(t, m);
     for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i);
+    if (m.contains("harness_error")) {
+      t.harness_errors++;
+      const std::string what = m["harness_error"].get<std::string>();
+      json info{{"oracle", "harness"}, {"op", ""}, {"node", -1}, {"what", "harness error: " + what},
+                {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
+                {"signature", fmt::format("harness||{}", what.substr(0, what.find(':')))},
+                {"program", m.value("program", "")}};
+      effect.new_failure |= record_failure(c, t, info, i);
+    }
     w.in_flight = false;
     w.reducing.reset();
     next = i + 1;
@@ -619,13 +657,22 @@ void print_summary(const CampaignConfig& c, const Totals& t) {
                 c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
 }
 
+// Whether any enabled oracle checked anything: a campaign that checked nothing (no program finished in the time
+// given, or the enabled oracles found nothing to check) is never a pass.
+bool checked_anything(const CampaignConfig& c, const Totals& t) {
+  for (OracleKind k : kAllOracles)
+    if (c.oracles[size_t(k)] && t.counts[size_t(k)].checked > 0) return true;
+  return false;
+}
+
 // The highest status that applies wins (docs/cli.md): a run whose final reports are lost, or that was cut short,
 // must read as such even when it found failures, so a CI job takes neither for a complete record (and a run that
 // lost its reports is never read as clean).
-int campaign_exit_status(const Totals& t, bool reports_written) {
-  if (!reports_written) return kExitInternal;
+int campaign_exit_status(const CampaignConfig& c, const Totals& t, bool reports_written) {
+  if (!reports_written || t.harness_errors > 0) return kExitInternal;
   if (t.interrupted) return kExitInterrupted;
-  return t.failures.empty() ? kExitClean : kExitFailures;
+  if (!t.failures.empty()) return kExitFailures;
+  return checked_anything(c, t) ? kExitClean : kExitUsage;
 }
 
 }  // namespace
@@ -680,7 +727,10 @@ int run_campaign(const CampaignConfig& c) {
   for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s\n", e.c_str());
   if (!c.out_dir.empty() && errors.empty())
     std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());
-  return campaign_exit_status(t, errors.empty());
+  if (!checked_anything(c, t) && t.failures.empty())
+    std::fprintf(stderr, "crossfire: the run checked nothing (%llu programs, no check by an enabled oracle): not a "
+                         "pass\n", (unsigned long long)t.programs);
+  return campaign_exit_status(c, t, errors.empty());
 }
 
 }  // namespace crossfire::harness

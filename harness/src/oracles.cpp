@@ -37,6 +37,7 @@ PlantedFault parse_planted_fault(std::string_view n) {
   if (n == "skew_gradient") return PlantedFault::skew_gradient;
   if (n == "overflow_gradient") return PlantedFault::overflow_gradient;
   if (n == "accept_bad_input") return PlantedFault::accept_bad_input;
+  if (n == "harness_out_of_memory") return PlantedFault::harness_out_of_memory;
   return PlantedFault::none;
 }
 
@@ -207,6 +208,7 @@ class Checker {
     std::vector<RunResult> runs;
     const bool need_runs = o_.enabled[size_t(OracleKind::agreement)] || o_.enabled[size_t(OracleKind::gradients)] ||
                            o_.enabled[size_t(OracleKind::bad_input)];
+    if (o_.fault == PlantedFault::harness_out_of_memory && need_runs) throw std::bad_alloc();
     if (need_runs)
       for (const Device& d : devices_) {
         RunOptions ro;

@@ -1,6 +1,7 @@
 // The `crossfire` command: backends, run (a campaign), replay, reduce. See docs/program-format.md for programs.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,9 +39,16 @@ std::string replay_verdict(const ProgramReport& r, const std::optional<std::stri
   if (r.failures.empty()) return "no failure reproduces";
   if (!recorded) return "the failure reproduces";
   for (const Failure& f : r.failures)
-    if (f.signature() == *recorded) return fmt::format("the recorded failure reproduces ({})", *recorded);
-  return fmt::format("the recorded failure ({}) does not reproduce; {} other failure{} above", *recorded,
+    if (f.signature() == *recorded) return fmt::format("the recorded failure reproduces ({})", printable(*recorded, 256));
+  return fmt::format("the recorded failure ({}) does not reproduce; {} other failure{} above", printable(*recorded, 256),
                      r.failures.size(), r.failures.size() == 1 ? "" : "s");
+}
+
+// Whether any enabled oracle checked something in a replayed program.
+bool checked_anything(const ProgramReport& r, const CheckOptions& o) {
+  for (OracleKind k : kAllOracles)
+    if (o.enabled[size_t(k)] && r.counts[size_t(k)].checked > 0) return true;
+  return false;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -284,6 +292,9 @@ int main(int argc, char** argv) {
   auto* replay_oracles_opt = replay_cmd->add_option("--oracles", replay_oracles, "Oracles (default: all)");
   std::string replay_plant;
   replay_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
+  // Note [Time budgets] in model.hpp: a file may ask for far more work than a generated program.
+  std::string replay_seconds = "120";
+  replay_cmd->add_option("--seconds", replay_seconds, "Time budget of the check (default 120); past it, exit 4");
 
   auto* reduce_cmd = app.add_subcommand("reduce", "Shrink a failing program while its failure persists");
   std::string reduce_file, reduce_out, reduce_backends;
@@ -292,6 +303,9 @@ int main(int argc, char** argv) {
   auto* reduce_backends_opt =
       reduce_cmd->add_option("--backends", reduce_backends, "Backends or devices (default: all available)");
   reduce_cmd->add_option("--plant-fault", replay_plant, "Developer aid")->group("");
+  std::string reduce_seconds = "300";
+  reduce_cmd->add_option("--seconds", reduce_seconds,
+                         "Time budget (default 300); past it, the smallest program found so far is written");
 
   for (CLI::App* cmd : {backends_cmd, run_cmd, replay_cmd, reduce_cmd}) cmd->footer(kExitStatusHelp);
   try {
@@ -327,6 +341,10 @@ int main(int argc, char** argv) {
       if (*replay_cmd) o.enabled = select_oracles(option_list("--oracles", replay_oracles_opt, replay_oracles, "oracle"));
       o.keep_node_table = replay_cmd->parsed();
       o.fault = planted_fault(replay_plant);
+      const double budget = parse_seconds("--seconds", *replay_cmd ? replay_seconds : reduce_seconds);
+      o.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+                       std::min(budget, 1e7)));  // (a budget past ~4 months is no budget; the cast must not overflow)
       ProgramReport r = check_program(p, o);
       if (*replay_cmd) {
         print_table(r);
@@ -336,7 +354,13 @@ int main(int argc, char** argv) {
           std::printf("\nFAIL [%s] %s\n  %s\n", std::string(oracle_name(f.oracle)).c_str(), f.what.c_str(),
                       f.detail.c_str());
         std::printf("\n%s\n", replay_verdict(r, recorded_signature(replay_file)).c_str());
-        return r.failures.empty() ? kExitClean : kExitFailures;
+        if (!r.failures.empty()) return kExitFailures;
+        if (!checked_anything(r, o)) {  // a replay that checked nothing is no evidence the failure is gone
+          std::fprintf(stderr, "crossfire: %s: the enabled oracles checked nothing in this program: not a pass\n",
+                       printable(replay_file, 256).c_str());
+          return kExitUsage;
+        }
+        return kExitClean;
       }
       if (r.failures.empty()) {
         std::fprintf(stderr, "crossfire: %s does not fail; nothing to reduce\n", reduce_file.c_str());
@@ -346,8 +370,10 @@ int main(int argc, char** argv) {
       ReduceStats st;
       Program red = reduce_program(p, o, f, &st);
       save_text_atomically(reduce_out, fmt::format("# {}\n# {}\n", f.signature(), f.what) + print_program(red));
-      std::printf("reduced %d values (%d nodes) to %d values (%d nodes) in %d checks: %s\n", st.values_before,
-                  p.num_nodes(), st.values_after, red.num_nodes(), st.checks, reduce_out.c_str());
+      std::printf("reduced %d values (%d nodes) to %d values (%d nodes) in %d checks%s: %s\n", st.values_before,
+                  p.num_nodes(), st.values_after, red.num_nodes(), st.checks,
+                  st.out_of_time ? " (stopped at the --seconds budget: the smallest program found by then)" : "",
+                  reduce_out.c_str());
       return kExitClean;
     }
   } catch (const std::exception& e) {

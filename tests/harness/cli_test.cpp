@@ -464,5 +464,50 @@ TEST(Cli, ReplayAndReduce) {
   fs::remove_all(d);
 }
 
+// Issue 17, items 1, 4 and 5 through the command: a hostile or unrunnable file is an error with its own exit status,
+// never a crash or "no failure reproduces"; a budget bounds replay and reduce.
+TEST(Cli, ReplayOfAProgramThatCannotRunIsAnError) {
+  fs::path d = temp_dir("unrunnable");
+  fs::create_directories(d);
+  auto replay = [&](const std::string& name, const std::string& text, const std::string& extra = "") {
+    save_text_atomically((d / name).string(), "crossfire-program 1\n" + text);
+    return run("replay " + (d / name).string() + " --backends cpu " + extra);
+  };
+  Result cat = replay("cat.program", "input %0 f32 [1] cpu:0 = 0x1p+0\nnode %1 cat tensors=[] axis=0\n");
+  EXPECT_EQ(cat.status, 0) << cat.out;  // NoTensorInput, as predicted: checked, no crash
+  Result missing = replay("missing.program", "input %0 f32 [1] cpu:99 = 0x1p+0\nnode %1 neg x=%0\n");
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find("cpu:99"), std::string::npos) << missing.out;
+  EXPECT_EQ(missing.out.find("no failure reproduces"), std::string::npos) << missing.out;
+  Result huge = replay("huge.program", "input %0 f32 [1] cpu:0 = 0x1p+0\nnode %1 expand x=%0 shape=[4096, 4096]\n");
+  EXPECT_EQ(huge.status, 2) << huge.out;
+  EXPECT_NE(huge.out.find("kMaxNodeElements"), std::string::npos) << huge.out;
+  Result nothing = replay("inputs.program", "input %0 f32 [1] cpu:0 = 0x1p+0\n");
+  EXPECT_EQ(nothing.status, 2) << nothing.out;
+  EXPECT_NE(nothing.out.find("checked nothing"), std::string::npos) << nothing.out;
+  const std::string slow = "input %0 f32 [2] cpu:0 = 0x1p+0 0x1p+1\nnode %1 neg x=%0\n";
+  Result budget = replay("budget.program", slow, "--seconds 0.000001");
+  EXPECT_EQ(budget.status, 4) << budget.out;
+  EXPECT_NE(budget.out.find("time budget"), std::string::npos) << budget.out;
+  EXPECT_EQ(replay("bad-budget.program", slow, "--seconds nan").status, 2);
+  fs::remove_all(d);
+}
+
+TEST(Cli, TheHarnessRunningOutOfMemoryIsItsOwnErrorNotAFinding) {
+  fs::path d = temp_dir("harness-oom");
+  Result r = run("run --programs 3 --backends cpu --out " + d.string() + " --plant-fault harness_out_of_memory");
+  EXPECT_EQ(r.status, 4) << r.out;
+  nlohmann::json j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["harness_errors"], 3) << j.dump(2);
+  for (const auto& f : j["failure_list"]) EXPECT_EQ(f["oracle"], "harness") << f.dump();
+  for (const char* k : {"contract", "agreement", "gradients", "bad_input"}) EXPECT_EQ(j["oracles"][k]["failed"], 0);
+  EXPECT_NE(read(d / "junit.xml").find("errors=\"1\""), std::string::npos) << read(d / "junit.xml");
+  fs::remove_all(d);
+  Result nothing = run("run --programs 2 --backends cpu --oracles contract --no-mismatch");
+  // Programs whose devices all agree can still be checked by the contract oracle (every call must succeed), so
+  // this one checks something; the test of "checked nothing" is the replay above.
+  EXPECT_EQ(nothing.status, 0) << nothing.out;
+}
+
 }  // namespace
 }  // namespace crossfire::harness

@@ -63,6 +63,7 @@ enum class PlantedFault : uint8_t {
   skew_gradient,          // gradients: the gradient observed on every device but the first is off by 1.5x
   overflow_gradient,      // gradients: the first element of every observed gradient is +inf
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
+  harness_out_of_memory,  // the harness itself: std::bad_alloc while reading results back (never a finding)
 };
 PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
 
