@@ -2,7 +2,7 @@
 # The main job, from a fresh Debian 12 machine: installs what is missing, builds the `crossfire` command and runs a
 # campaign on every available backend (the CPU's logical devices and, where present, Vulkan (Mesa's lavapipe on
 # machines without a GPU) and CUDA). Reports land in out/campaign/ (report.html, report.json, junit.xml and every
-# failure, reduced, as a program file that `crossfire replay` reproduces). Exit status 0 exactly when nothing failed.
+# failure, reduced, as a program file that `crossfire replay` reproduces). Exit status: docs/cli.md (0 only when the run checked something and nothing failed).
 #
 #   scripts/main.sh                                            # a 60-second campaign
 #   scripts/main.sh --seconds 600 --seed 7 --out out/nightly   # any `crossfire run` options
