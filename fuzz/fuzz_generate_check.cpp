@@ -1,7 +1,7 @@
 // fuzz_generate_check: the bytes drive the program generator (ByteChoices), and the generated program must
-// (1) round-trip through the text format and (2) pass every oracle on the CPU devices: the contract model and
-// dispatch agree on every call, every node agrees with the f64 reference, gradients agree with finite
-// differences, and invalid calls raise the predicted typed error. Any failure aborts with the program printed.
+// (1) round-trip through the text format and (2) pass every oracle: the contract model and dispatch agree on
+// every call as written (across the CPU devices), every node agrees with the f64 reference on cpu:0, gradients
+// agree with finite differences, and invalid calls raise the predicted typed error. Any failure aborts with the program printed.
 #include <cstdio>
 #include <cstdlib>
 
@@ -27,8 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "generated program does not round-trip:\n%s\n", text.c_str());
     std::abort();
   }
+  // The program spans every CPU device (so the contract oracle checks mismatches across indices), but the
+  // oracles run it on cpu:0 alone: the CPU devices share one set of kernels, so a second run would repeat the
+  // same computation (and its coverage) and double the execution's cost for no check.
   CheckOptions opts;
-  opts.devices = devices;
+  opts.devices = {devices.front()};
   ProgramReport r = check_program(p, opts);
   if (r.failed()) {
     for (const Failure& f : r.failures)
