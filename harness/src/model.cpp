@@ -311,10 +311,14 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       } catch (const std::exception&) {
       }
     }
-    // Inputs' bytes and counters before the call, to prove "no side effect" if it raises.
+    // Inputs' bytes and counters before the call, to prove "no side effect" if it raises: taken only before a call
+    // the model predicts to raise, since those are the errors whose "no side effect" the contract oracle checks
+    // (a call predicted to succeed that raises is a finding by itself), and copying every input before every
+    // successful call cost the fuzzers and campaigns for nothing.
+    const bool snapshot = opts.check_side_effects && (pred[v].mismatch || pred[v].no_tensor_input);
     std::vector<std::vector<uint8_t>> before_bytes;
     WorldCounters before;
-    if (opts.check_side_effects) {
+    if (snapshot) {
       for (int i = 0; i < op.num_params; ++i) {
         if (singles[size_t(i)].defined()) before_bytes.push_back(singles[size_t(i)].to_host_bytes());
         for (const Tensor& t : lists[size_t(i)]) before_bytes.push_back(t.to_host_bytes());
@@ -328,7 +332,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       rec.error = observe(e);
       rec.status = rec.error->kind == ErrorKind::unsupported ? NodeStatus::unsupported : NodeStatus::failed;
     }
-    if (rec.status != NodeStatus::ok && opts.check_side_effects) {
+    if (rec.status != NodeStatus::ok && snapshot) {
       WorldCounters after = world_counters();
       if (!(after == before)) {
         rec.side_effects_ok = false;

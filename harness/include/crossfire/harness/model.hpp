@@ -88,7 +88,7 @@ struct RunOptions {
   // Maps every device of the program (inputs, overrides, device attributes); identity when empty.
   std::function<Device(Device)> map_device;
   bool capture = true;          // read inputs and outputs back for the agreement oracle
-  bool check_side_effects = true;
+  bool check_side_effects = true;  // around calls the model predicts to raise: counters, tape and inputs unchanged
   bool grad_enabled = true;
 };
 
