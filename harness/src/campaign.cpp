@@ -262,25 +262,21 @@ std::string junit_xml(const CampaignConfig& c, const Totals& t, bool complete) {
     cases += fmt::format("  <testcase classname=\"crossfire.{}\" name=\"{}\" time=\"{:.3f}\">\n{}  </testcase>\n",
                          oracle_name(k), oracle_name(k), t.seconds, body);
   }
-  ++tests;
-  std::string sup;
-  for (const SavedFailure& f : t.failures)
-    if (f.info.value("oracle", "") == "supervisor")
-      sup += fmt::format("    <failure message=\"{}\">{}</failure>\n", html_escape(f.info.value("what", "")),
-                         html_escape(f.info.value("program", "")));
-  if (!sup.empty()) ++failures;
-  cases += fmt::format("  <testcase classname=\"crossfire.supervisor\" name=\"no crash or hang\" time=\"{:.3f}\">\n{}"
-                       "  </testcase>\n", t.seconds, sup);
-  // The harness's own errors (an error element: the check did not run, which is not a finding about the code).
-  ++tests;
-  std::string harness;
-  for (const SavedFailure& f : t.failures)
-    if (f.info.value("oracle", "") == "harness")
-      harness += fmt::format("    <error message=\"{}\">{}</error>\n", html_escape(f.info.value("what", "")),
-                             html_escape(f.info.value("program", "")));
-  const bool harness_failed = !harness.empty();
-  cases += fmt::format("  <testcase classname=\"crossfire.harness\" name=\"every program checked\" time=\"{:.3f}\">\n"
-                       "{}  </testcase>\n", t.seconds, harness);
+  // The supervisor's findings (a crash or hang of the code under test: <failure>) and the harness's own errors (the
+  // check did not run, which is no finding about the code: <error>), each as one test case of its saved programs.
+  auto program_case = [&](const char* oracle, const char* element, const char* name) {
+    std::string body;
+    for (const SavedFailure& f : t.failures)
+      if (f.info.value("oracle", "") == oracle)
+        body += fmt::format("    <{} message=\"{}\">{}</{}>\n", element, html_escape(f.info.value("what", "")),
+                            html_escape(f.info.value("program", "")), element);
+    ++tests;
+    cases += fmt::format("  <testcase classname=\"crossfire.{}\" name=\"{}\" time=\"{:.3f}\">\n{}  </testcase>\n",
+                         oracle, name, t.seconds, body);
+    return !body.empty();
+  };
+  if (program_case("supervisor", "failure", "no crash or hang")) ++failures;
+  const bool harness_failed = program_case("harness", "error", "every program checked");
   const int errors = harness_failed ? 1 : 0;
   x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n", tests, failures,
                    errors, t.seconds);
