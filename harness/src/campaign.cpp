@@ -9,13 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -694,22 +694,46 @@ std::string check_out_dir(const std::string& dir) {
   return "";
 }
 
+namespace {
+// The names crossfire gives its own files in --out (written by hand rather than with std::regex, which g++ 12
+// warns about inside libstdc++ under the sanitizers, and which would be slow to build here anyway).
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+// NAME, or NAME.tmp.PID (a temp file left by a run killed while writing NAME): NAME.
+std::string_view without_tmp(std::string_view n) {
+  const size_t p = n.rfind(".tmp.");
+  return p != std::string_view::npos && all_digits(n.substr(p + 5)) ? n.substr(0, p) : n;
+}
+bool is_report_name(std::string_view n) {
+  n = without_tmp(n);
+  return n == "report.json" || n == "junit.xml" || n == "report.html";
+}
+// failure-NNN-<oracle>-<op>.program, with NNN of three digits or more, and its .orig.
+bool is_failure_name(std::string_view n) {
+  n = without_tmp(n);
+  if (n.ends_with(".orig")) n.remove_suffix(5);
+  if (!n.starts_with("failure-") || !n.ends_with(".program") || n.size() < 16) return false;
+  n = n.substr(8, n.size() - 16);  // between "failure-" and ".program"
+  size_t d = 0;
+  while (d < n.size() && n[d] >= '0' && n[d] <= '9') ++d;
+  return d >= 3 && d + 1 < n.size() && n[d] == '-';
+}
+}  // namespace
+
 std::vector<std::string> remove_earlier_run(const std::string& dir) {
   if (dir.empty()) return {};
-  // The names crossfire gives its files, and their temp files (`.tmp.PID`) from a run killed while writing one.
-  static const std::regex report_name(R"((report\.json|junit\.xml|report\.html)(\.tmp\.[0-9]+)?)");
-  static const std::regex failure_name(R"(failure-[0-9]{3,}-.+\.program(\.orig)?(\.tmp\.[0-9]+)?)");
   std::vector<std::string> removed;
-  auto sweep = [&](const fs::path& d, const std::regex& name, const std::string& prefix) {
+  auto sweep = [&](const fs::path& d, bool (*is_ours)(std::string_view), const std::string& prefix) {
     std::error_code ec;
     std::vector<fs::path> matches;
     for (const fs::directory_entry& e : fs::directory_iterator(d, ec))
-      if (e.is_regular_file(ec) && std::regex_match(e.path().filename().string(), name)) matches.push_back(e.path());
+      if (e.is_regular_file(ec) && is_ours(e.path().filename().string())) matches.push_back(e.path());
     for (const fs::path& p : matches)
       if (fs::remove(p, ec)) removed.push_back(prefix + p.filename().string());
   };
-  sweep(dir, report_name, "");
-  sweep(fs::path(dir) / "failures", failure_name, "failures/");
+  sweep(dir, is_report_name, "");
+  sweep(fs::path(dir) / "failures", is_failure_name, "failures/");
   std::error_code ec;
   if (fs::is_empty(fs::path(dir) / "failures", ec)) fs::remove(fs::path(dir) / "failures", ec);
   return removed;
