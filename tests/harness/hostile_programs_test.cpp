@@ -117,11 +117,12 @@ TEST(HostilePrograms, ATimeBudgetStopsTheCheckAndTheReducerKeepsItsBest) {
 // Defect 9: a quoted token was echoed whole and raw (a 15 MiB "line", a NUL cutting the message, a CR rewriting
 // the terminal line); a file-level error printed `:0:0`.
 TEST(HostilePrograms, MessagesQuoteBoundedPrintableText) {
+  static constexpr char kControlBytes[] = "crossfire-program 1\nbad\r\0word\xff\xfe rest\n";  // a NUL inside
   const std::string huge(1 << 20, 'q');
   for (const std::string& text :
        {"crossfire-program 1\n" + huge + "\n", "crossfire-program 1\nnode %0 " + huge + "\n",
         "crossfire-program 1\ninput %0 f32 [1] cpu:0 = " + huge + "\n",
-        std::string("crossfire-program 1\nbad\r\0word\xff\xfe rest\n", 40),
+        std::string(kControlBytes, sizeof kControlBytes - 1),
         std::string("crossfire-program 1\ninput %0 f32 [1] tpu\x1b[2J:0 = 0x1p+0\n")}) {
     try {
       parse_program(text);
