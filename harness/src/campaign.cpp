@@ -653,14 +653,6 @@ void print_summary(const CampaignConfig& c, const Totals& t) {
                 c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
 }
 
-// Whether any enabled oracle checked anything: a campaign that checked nothing (no program finished in the time
-// given, or the enabled oracles found nothing to check) is never a pass.
-bool checked_anything(const CampaignConfig& c, const Totals& t) {
-  for (OracleKind k : kAllOracles)
-    if (c.oracles[size_t(k)] && t.counts[size_t(k)].checked > 0) return true;
-  return false;
-}
-
 // The highest status that applies wins (docs/cli.md): a run whose final reports are lost, or that was cut short,
 // must read as such even when it found failures, so a CI job takes neither for a complete record (and a run that
 // lost its reports is never read as clean).
@@ -668,7 +660,7 @@ int campaign_exit_status(const CampaignConfig& c, const Totals& t, bool reports_
   if (!reports_written || t.harness_errors > 0) return kExitInternal;
   if (t.interrupted) return kExitInterrupted;
   if (!t.failures.empty()) return kExitFailures;
-  return checked_anything(c, t) ? kExitClean : kExitUsage;
+  return checked_anything(t.counts, c.oracles) ? kExitClean : kExitUsage;
 }
 
 }  // namespace
@@ -747,7 +739,7 @@ int run_campaign(const CampaignConfig& c) {
   for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s\n", e.c_str());
   if (!c.out_dir.empty() && errors.empty())
     std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());
-  if (!checked_anything(c, t) && t.failures.empty())
+  if (!checked_anything(t.counts, c.oracles) && t.failures.empty())
     std::fprintf(stderr, "crossfire: the run checked nothing (%llu programs, no check by an enabled oracle): not a "
                          "pass\n", (unsigned long long)t.programs);
   return campaign_exit_status(c, t, errors.empty());

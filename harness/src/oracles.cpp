@@ -984,6 +984,13 @@ class Checker {
 
 }  // namespace
 
+bool checked_anything(const std::array<OracleCounts, kNumOracles>& counts,
+                      const std::array<bool, kNumOracles>& enabled) {
+  for (OracleKind k : kAllOracles)
+    if (enabled[size_t(k)] && counts[size_t(k)].checked > 0) return true;
+  return false;
+}
+
 ProgramReport check_program(const Program& p, const CheckOptions& opts) {
   Deadline budget(opts.deadline);
   ProgramReport r;

@@ -44,13 +44,6 @@ std::string replay_verdict(const ProgramReport& r, const std::optional<std::stri
                      r.failures.size(), r.failures.size() == 1 ? "" : "s");
 }
 
-// Whether any enabled oracle checked something in a replayed program.
-bool checked_anything(const ProgramReport& r, const CheckOptions& o) {
-  for (OracleKind k : kAllOracles)
-    if (o.enabled[size_t(k)] && r.counts[size_t(k)].checked > 0) return true;
-  return false;
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -355,7 +348,7 @@ int main(int argc, char** argv) {
                       f.detail.c_str());
         std::printf("\n%s\n", replay_verdict(r, recorded_signature(replay_file)).c_str());
         if (!r.failures.empty()) return kExitFailures;
-        if (!checked_anything(r, o)) {  // a replay that checked nothing is no evidence the failure is gone
+        if (!checked_anything(r.counts, o.enabled)) {  // a replay that checked nothing is no evidence the failure is gone
           std::fprintf(stderr, "crossfire: %s: the enabled oracles checked nothing in this program: not a pass\n",
                        printable(replay_file, 256).c_str());
           return kExitUsage;

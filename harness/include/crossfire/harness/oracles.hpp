@@ -101,6 +101,10 @@ struct ProgramReport {
   bool failed() const { return !failures.empty(); }
 };
 
+// Whether any enabled oracle checked something: a run (a campaign, a replay) that checked nothing is never a pass.
+bool checked_anything(const std::array<OracleCounts, kNumOracles>& counts,
+                      const std::array<bool, kNumOracles>& enabled);
+
 // Raises ProgramError when the program cannot be checked as asked (model.hpp's run_program says when).
 ProgramReport check_program(const Program& p, const CheckOptions& opts);
 
