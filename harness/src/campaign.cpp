@@ -354,7 +354,8 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
 }
 
 // Writes every report, each on its own, so one that cannot be written (a full disk) does not keep the others from
-// being tried. Returns one line per report that could not be written.
+// being tried. Returns one line per report that could not be written. report.json, the one tools poll for, is
+// written last: whoever sees a report.json sees junit.xml and report.html of the same write (or a later one).
 std::vector<std::string> write_reports(const CampaignConfig& c, const Totals& t, bool complete) {
   std::vector<std::string> errors;
   if (c.out_dir.empty()) return errors;
@@ -365,9 +366,9 @@ std::vector<std::string> write_reports(const CampaignConfig& c, const Totals& t,
       errors.push_back(e.what());
     }
   };
-  save("report.json", [&] { return report_json(c, t, complete).dump(2) + "\n"; });
   save("junit.xml", [&] { return junit_xml(c, t, complete); });
   save("report.html", [&] { return report_html(c, t, complete); });
+  save("report.json", [&] { return report_json(c, t, complete).dump(2) + "\n"; });
   return errors;
 }
 

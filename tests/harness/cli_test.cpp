@@ -215,6 +215,7 @@ TEST(Cli, ReportsAreWrittenFromTheStart) {
   Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--out", d}, d.string() + ".log");
   EXPECT_TRUE(eventually(3, [&] { return report_now(d).contains("seed"); })) << "report.json within 3 s";
   EXPECT_EQ(report_now(d).value("complete", true), false) << report_now(d);
+  // report.json is written last of the three, so once it is there the others are too (not "eventually").
   EXPECT_TRUE(fs::exists(d / "junit.xml"));
   EXPECT_TRUE(fs::exists(d / "report.html"));
   run.signal(SIGINT);
