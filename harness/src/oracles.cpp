@@ -165,14 +165,28 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 // ---- f64 evaluation --------------------------------------------------------------------------------------------
 
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
-    const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override, int upto) {
+    const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override, int upto,
+    const std::vector<std::optional<reference::RefTensor>>* unchanged) {
   std::vector<std::optional<reference::RefTensor>> vals(p.values.size());
   std::vector<bool> need = upto >= 0 ? ancestors_of(p, upto) : std::vector<bool>(p.values.size(), true);
+  // Whether a value is overridden or depends on one (values come after their arguments in a program).
+  std::vector<bool> moved(p.values.size(), false);
   for (size_t v = 0; v < p.values.size(); ++v) {
     if (!need[v]) continue;
     check_deadline();
     if (v < value_override.size() && value_override[v]) {
       vals[v] = *value_override[v];
+      moved[v] = true;
+      continue;
+    }
+    if (!p.values[v].is_input())
+      for (const NodeArg& a : p.values[v].node().args) {
+        if (const auto* r = std::get_if<ValueRef>(&a)) moved[v] = moved[v] || moved[size_t(r->id)];
+        if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
+          for (const ValueRef& r : *l) moved[v] = moved[v] || moved[size_t(r.id)];
+      }
+    if (unchanged != nullptr && !moved[v] && v < unchanged->size()) {
+      vals[v] = (*unchanged)[v];
       continue;
     }
     if (p.values[v].is_input()) {
@@ -524,7 +538,7 @@ class Checker {
     // element cannot swamp the change in the others).
     auto loss_at = [&](const std::vector<std::optional<reference::RefTensor>>& over,
                        std::vector<std::optional<reference::RefTensor>>* all) -> std::optional<std::vector<double>> {
-      auto vals = evaluate_f64(p_, over, root);
+      auto vals = evaluate_f64(p_, over, root, &base);
       if (!vals[size_t(root)]) return std::nullopt;
       std::vector<double> out = vals[size_t(root)]->values;
       for (double x : out)

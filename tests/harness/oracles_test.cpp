@@ -3,8 +3,12 @@
 // without a special build; the same programs pass with no fault planted.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 
+#include "crossfire/harness/generate.hpp"
+#include "crossfire/harness/model.hpp"
 #include "crossfire/harness/oracles.hpp"
 
 namespace crossfire::harness {
@@ -295,6 +299,51 @@ TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {
   EXPECT_GE(clean.counts[size_t(OracleKind::bad_input)].checked, 3u);
   ProgramReport r = check_program(p, only(OracleKind::bad_input, PlantedFault::accept_bad_input));
   EXPECT_TRUE(has_failure(r, OracleKind::bad_input, "invalid call accepted")) << failures(r);
+}
+
+
+// Finite differences evaluate the program once per perturbed leaf element and take every value that does not
+// depend on the leaf from the unperturbed evaluation (evaluate_f64's `unchanged`). That must be the evaluation
+// itself, value for value and bit for bit, on generated programs: otherwise the gradient oracle would judge
+// against another function than the program's.
+TEST(EvaluateF64, ReusingUnchangedValuesGivesTheSameEvaluation) {
+  auto same = [](const std::optional<reference::RefTensor>& a, const std::optional<reference::RefTensor>& b) {
+    if (a.has_value() != b.has_value()) return false;
+    if (!a) return true;
+    if (a->dtype != b->dtype || !(a->shape == b->shape) || a->values.size() != b->values.size()) return false;
+    for (size_t i = 0; i < a->values.size(); ++i)
+      if (std::memcmp(&a->values[i], &b->values[i], sizeof(double)) != 0) return false;
+    return true;
+  };
+  GenConfig cfg;
+  cfg.max_nodes = 10;
+  cfg.devices = {Device::cpu(0)};
+  int compared = 0, reused = 0;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    PrngChoices choices(seed);
+    const Program p = generate_program(choices, cfg);
+    const int root = int(p.values.size()) - 1;
+    const auto base = evaluate_f64(p, {}, root);
+    for (size_t leaf = 0; leaf < p.values.size(); ++leaf) {
+      if (!p.values[leaf].is_input() || p.values[leaf].input().dtype != DType::f32 || !base[leaf] ||
+          base[leaf]->values.empty())
+        continue;
+      std::vector<std::optional<reference::RefTensor>> over(p.values.size());
+      over[leaf] = ref_input(p.values[leaf].input());
+      over[leaf]->values[0] += 0.125;
+      const auto fresh = evaluate_f64(p, over, root);
+      const auto reusing = evaluate_f64(p, over, root, &base);
+      ASSERT_EQ(fresh.size(), reusing.size());
+      for (size_t v = 0; v < fresh.size(); ++v) {
+        ASSERT_TRUE(same(fresh[v], reusing[v])) << "seed " << seed << ", leaf %" << leaf << ", value %" << v << "\n"
+                                                << print_program(p);
+        compared += fresh[v].has_value();
+        reused += fresh[v].has_value() && v != leaf && same(fresh[v], base[v]);
+      }
+    }
+  }
+  EXPECT_GT(compared, 2000) << reused;
+  EXPECT_GT(reused, 100) << "some values do not depend on the perturbed leaf";
 }
 
 }  // namespace

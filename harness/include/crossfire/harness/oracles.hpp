@@ -125,8 +125,12 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 // Evaluates a program in f64 with the reference evaluator up to `upto` (inclusive, -1: all). A value given in
 // `value_override` replaces that value, an input's or a node's (a node's is then not computed, and everything
 // downstream is computed from the replacement). Values the evaluator cannot compute are nullopt (and so is
-// everything downstream).
+// everything downstream). `unchanged`, when given, is an evaluation of the same program without the overrides (and
+// the same `upto`): a value that depends on no overridden value is taken from it instead of being computed again,
+// which gives the same result (the evaluator is deterministic) for the cost of a copy. Finite differences perturb
+// one leaf at a time, and most of a program does not depend on any one leaf.
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
-    const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override = {}, int upto = -1);
+    const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override = {}, int upto = -1,
+    const std::vector<std::optional<reference::RefTensor>>* unchanged = nullptr);
 
 }  // namespace crossfire::harness
