@@ -30,6 +30,27 @@ Grid grid_for(uint64_t workgroups) {
 }
 Grid groups(uint64_t items, uint32_t local) { return grid_for((items + local - 1) / local); }
 
+// Note [A driver's loop limit]
+// llvmpipe (lavapipe's compiler) has a loop limiter: past about 65,535 iterations a shader invocation's loops are
+// cut short, silently. An external check found it (issue 16): a softmax row of 21,845 elements, walked three times
+// by one invocation, and a conv2d output of 20,000 channels (loops c, ki, kj) came back wrong; 21,844 was right.
+// Not every loop counts alike (fold's 160,000-iteration window loop and matmul's K loop of 70,000 were measured
+// right), so the kernels that loop in proportion to a dimension are kept well inside it and held by tests at the
+// sizes that failed (tests/ops_large_test.cpp): conv2d splits each output's sum into passes of kConvTermsPerPass
+// terms; the reductions and softmax take a long row with a workgroup of 256 invocations, each walking every 256th
+// element, so a row of kMaxGroupRow elements is at most 3 x 16,384 iterations (softmax's three walks). A longer
+// row raises Unsupported on a CPU-type device (llvmpipe's kind); other drivers have no such limiter.
+constexpr uint32_t kConvTermsPerPass = 16384;
+constexpr int64_t kMaxGroupRow = int64_t(1) << 22;
+
+void check_row_length(const KernelCall& call, int64_t len) {
+  if (len > kMaxGroupRow && ctx(call).props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+    throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
+                      fmt::format("a row of {} elements is longer than this kernel walks on a CPU-type device, "
+                                  "whose driver cuts long shader loops short (at most {} elements)",
+                                  len, kMaxGroupRow));
+}
+
 void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
          std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, Grid g) {
   Context& c = ctx(call);
@@ -229,6 +250,7 @@ void reduce_kernel(const KernelCall& call) {
   else a.len = x.numel;
   const uint64_t n_out = uint64_t(a.outer * a.inner);
   const bool group = a.len >= 1024 || (a.len >= 64 && n_out < 8192);
+  check_row_length(call, a.len);
   struct {
     uint32_t n_out, r, inner;
   } p{uint32_t(n_out), uint32_t(a.len), uint32_t(a.inner)};
@@ -241,10 +263,13 @@ void softmax_kernel(const KernelCall& call) {
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
   AxisSplit a = split_at(x.shape, normalised_axis(call.args[1].i, x.shape.rank()));
+  check_row_length(call, a.len);
+  const uint64_t rows = uint64_t(a.outer * a.inner);
+  const bool group = a.len >= 1024 || (a.len >= 64 && rows < 8192);  // as the reductions choose
   struct {
     uint32_t rows, r, inner;
-  } p{uint32_t(a.outer * a.inner), uint32_t(a.len), uint32_t(a.inner)};
-  run(call, "softmax", {}, {A(out), A(x)}, &p, sizeof p, groups(uint64_t(a.outer * a.inner), 64));
+  } p{uint32_t(rows), uint32_t(a.len), uint32_t(a.inner)};
+  run(call, "softmax", {int32_t(group)}, {A(out), A(x)}, &p, sizeof p, group ? grid_for(rows) : groups(rows, 256));
 }
 
 // ---- matmul ----------------------------------------------------------------------------------------------------------
@@ -406,13 +431,22 @@ void conv2d_kernel(const KernelCall& call) {
   const bool bias = call.args[2].present;
   std::span<const int64_t> stride = call.args[3].ints, pad = call.args[4].ints;
   struct {
-    uint32_t total, N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO, has_bias;
+    uint32_t total, N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO, has_bias, j0, j1;
   } p{uint32_t(out.numel), uint32_t(in.shape[0]), uint32_t(in.shape[1]), uint32_t(in.shape[2]),
       uint32_t(in.shape[3]), uint32_t(w.shape[0]), uint32_t(w.shape[2]), uint32_t(w.shape[3]),
       uint32_t(stride[0]), uint32_t(stride[1]), uint32_t(pad[0]), uint32_t(pad[1]),
-      uint32_t(out.shape[2]), uint32_t(out.shape[3]), uint32_t(bias)};
-  run(call, "conv2d", {}, {A(out), A(in), A(w), bias ? A(call.tensor(2)) : nullptr}, &p, sizeof p,
-      groups(uint64_t(out.numel), 256));
+      uint32_t(out.shape[2]), uint32_t(out.shape[3]), uint32_t(bias), 0, 0};
+  // The sum of each output in passes (Note [A driver's loop limit]); each pass reads what the one before stored.
+  const uint64_t terms = uint64_t(in.shape[1]) * uint64_t(w.shape[2]) * uint64_t(w.shape[3]);
+  uint64_t j0 = 0;
+  do {
+    const uint64_t j1 = std::min<uint64_t>(terms, j0 + kConvTermsPerPass);
+    p.j0 = uint32_t(j0);
+    p.j1 = uint32_t(j1);
+    run(call, "conv2d", {}, {A(out), A(in), A(w), bias ? A(call.tensor(2)) : nullptr}, &p, sizeof p,
+        groups(uint64_t(out.numel), 256));
+    j0 = j1;
+  } while (j0 < terms);
 }
 
 struct Im2colPush {
