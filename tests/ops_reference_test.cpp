@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops_cases.hpp"
@@ -80,6 +81,34 @@ TEST(Reference, BitwiseComparesValues) {
   EXPECT_TRUE(ref::within_bound(exact, kNaN, kNaN, 0, 0));
   EXPECT_TRUE(ref::within_bound(exact, -0.0, 0.0, 0, 0));
   EXPECT_EQ(ref::allowed_error(exact, 5, 1), 0.0);
+}
+
+// Contract section 6: data movement is bit for bit. A backend that turns -0 into +0 or changes a NaN's payload while
+// copying is wrong (first_mismatch() used to compare values, where -0 == +0 and every NaN matches every NaN);
+// other exact ops keep comparing values (maximum's choice between +0 and -0 is not pinned down).
+TEST(Reference, DataMovementComparesBits) {
+  auto with_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return double(f);
+  };
+  const double nan_a = with_bits(0x7fc00001u), nan_b = with_bits(0x7fc00002u);
+  const ref::RefTensor x{DType::f32, Shape{3}, {-0.0, nan_a, 1.5}};
+  const ref::RefResult moved = ref::evaluate({ids::reshape_id, {x, std::vector<int64_t>{3}}});
+  const OpDef& reshape = op_def(ids::reshape_id);
+  EXPECT_FALSE(ref::first_mismatch(reshape, moved, ref::RefTensor{DType::f32, Shape{3}, {-0.0, nan_a, 1.5}}));
+  auto zero = ref::first_mismatch(reshape, moved, ref::RefTensor{DType::f32, Shape{3}, {0.0, nan_a, 1.5}});
+  ASSERT_TRUE(zero);
+  EXPECT_EQ(zero->index, 0);
+  EXPECT_NE(zero->what.find("0x80000000"), std::string::npos) << zero->what;
+  auto payload = ref::first_mismatch(reshape, moved, ref::RefTensor{DType::f32, Shape{3}, {-0.0, nan_b, 1.5}});
+  ASSERT_TRUE(payload);
+  EXPECT_EQ(payload->index, 1);
+  // maximum(+0, -0): either zero is right; two NaNs' maximum is some NaN.
+  const ref::RefTensor z{DType::f32, Shape{2}, {0.0, nan_a}}, nz{DType::f32, Shape{2}, {-0.0, nan_b}};
+  const ref::RefResult mx = ref::evaluate({ids::maximum_id, {z, nz}});
+  EXPECT_FALSE(ref::first_mismatch(op_def(ids::maximum_id), mx, ref::RefTensor{DType::f32, Shape{2}, {-0.0, nan_b}}));
+  EXPECT_FALSE(ref::first_mismatch(op_def(ids::maximum_id), mx, ref::RefTensor{DType::f32, Shape{2}, {0.0, nan_a}}));
 }
 
 TEST(Reference, RejectsBadCalls) {

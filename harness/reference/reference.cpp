@@ -1136,6 +1136,16 @@ bool within_bound(const ErrorBound& bound, double got, double exact, double magn
   return std::fabs(got - exact) <= allowed;
 }
 
+namespace {
+// An element's f32 bit pattern, for messages about bits (a value read back from f32 narrows exactly).
+std::string f64_bits_str(double v) {
+  const float f = float(v);
+  uint32_t b = 0;
+  std::memcpy(&b, &f, sizeof b);
+  return fmt::format("0x{:08x}", b);
+}
+}  // namespace
+
 std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got) {
   const RefTensor& want = expected.value;
   if (got.dtype != want.dtype)
@@ -1145,9 +1155,16 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
     return Mismatch{-1, 0, 0, 0, fmt::format("shape: got {}, expected {}", got.shape.str(), want.shape.str())};
   bool bitwise = compares_bitwise(op, want.dtype);
   ErrorBound bound = bitwise ? ErrorBound{0, 0, true} : op.bound;
+  // Data movement copies its input's bits (moves_data): the sign of a zero and a NaN's payload must survive. Both
+  // values were widened from f32 the same way (RefTensor::from), so their f64 bits compare the f32 bits.
+  const bool same_bits_wanted = moves_data(op.family);
   for (size_t i = 0; i < want.values.size(); ++i) {
     double g = got.values[i], e = want.values[i], m = expected.magnitude[i];
     int64_t t = expected.terms[i];
+    if (same_bits_wanted && std::memcmp(&g, &e, sizeof g) != 0)
+      return Mismatch{int64_t(i), g, e, 0,
+                      fmt::format("element {}: got {} ({}), expected the bits of {} ({}): data movement copies bits",
+                                  i, g, f64_bits_str(g), e, f64_bits_str(e))};
     if (!within_bound(bound, g, e, m, t)) {
       double allowed = allowed_error(bound, m, t);
       return Mismatch{int64_t(i), g, e, allowed,

@@ -98,7 +98,8 @@ RefResult evaluate(const RefCall& call);
 // f32 rounding (allowing the bound) overflows may come back as the infinity of its sign.
 // Bitwise ops (bound.bitwise) compare by value exactly: NaN matches NaN (any payload) and +0 matches -0, since
 // maximum/minimum of +0 and -0 are not pinned down by the op table. Integer and bool outputs of any op must
-// compare exactly too: use compares_bitwise() to pick (first_mismatch() does).
+// compare exactly too: use compares_bitwise() to pick (first_mismatch() does). first_mismatch() holds data
+// movement (moves_data() in op_table.hpp) to more: the same bits, so -0 is not +0 and a NaN keeps its payload.
 bool within_bound(const ErrorBound& bound, double got, double exact, double magnitude, int64_t terms,
                   double tiny = 1.1754943508222875e-38);
 double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, double tiny = 1.1754943508222875e-38);

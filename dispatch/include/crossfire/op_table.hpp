@@ -48,6 +48,13 @@ enum class OpFamily : uint8_t {
   transfer,      // to(device)
 };
 
+// Data movement: the output's elements are input elements (or zero padding), copied, never computed. Contract
+// section 6 asks them to be bit for bit the same on every backend: the sign of a zero and a NaN's payload included.
+constexpr bool moves_data(OpFamily f) {
+  return f == OpFamily::reshape || f == OpFamily::permute || f == OpFamily::slice || f == OpFamily::expand ||
+         f == OpFamily::cat || f == OpFamily::index_select || f == OpFamily::unfold || f == OpFamily::transfer;
+}
+
 struct ParamDef {
   std::string_view name;
   ParamRole role;
