@@ -88,11 +88,41 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+// The comment lines that open a generated program's file (program_file, save_generated).
+std::string program_header(const CampaignConfig& c, uint64_t index) {
+  std::vector<Device> devs = c.gen.devices.empty() ? c.devices : c.gen.devices;
+  std::string devices;
+  for (const Device& d : devs) devices += (devices.empty() ? "" : ",") + d.str();
+  return fmt::format("# campaign seed {}, program #{}\n# generated for {} (max {} nodes{})\n", c.seed, index, devices,
+                     c.gen.max_nodes, c.gen.mismatches ? "" : ", no mismatches");
+}
+
+// `run --save-programs`: one file per kept program, written (temp file, then rename) but not synced: thousands a
+// second would wait on the disk otherwise, and a program lost to a power cut is generated again from its seed. A
+// failure to write is told once on stderr; the campaign goes on.
+void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
+  static bool warned = false;
+  const std::string path = c.save_programs + "/" + program_file_name(index);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const std::string text = program_header(c, index) + print_program(p);
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
+  ok = ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    if (!warned) std::fprintf(stderr, "crossfire: --save-programs: cannot write %s: %s\n", path.c_str(),
+                              std::strerror(errno));
+    warned = true;
+  }
+}
+
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
   const CheckOptions opts = check_options(c);
   for (uint64_t i = start; c.programs == 0 || i < c.programs; ++i) {
     if (!write_all(fd, json{{"t", "start"}, {"i", i}}.dump() + "\n")) ::_exit(0);
     Program p = campaign_program(c, i);
+    if (!c.save_programs.empty() && i % c.save_every == 0) save_generated(c, i, p);
     if (int64_t(i) == c.crash_at) std::abort();
     if (int64_t(i) == c.hang_at)
       for (;;) ::pause();
@@ -671,6 +701,12 @@ Program campaign_program(const CampaignConfig& c, uint64_t index) {
   GenConfig g = c.gen;
   if (g.devices.empty()) g.devices = c.devices;
   return generate_program(choices, g);
+}
+
+std::string program_file_name(uint64_t index) { return fmt::format("program-{:06}.program", index); }
+
+std::string program_file(const CampaignConfig& c, uint64_t index) {
+  return program_header(c, index) + print_program(campaign_program(c, index));
 }
 
 std::string check_out_dir(const std::string& dir) {

@@ -191,29 +191,40 @@ constexpr const char* kExitStatusHelp =
 // `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
-  std::string backends, oracles, out_dir, plant;
+  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1";
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
   CLI::Option *seconds_opt = nullptr, *programs_opt = nullptr, *backends_opt = nullptr, *oracles_opt = nullptr;
 };
 
+// The options that decide which programs a seed gives: `run` and `generate` share them, so `generate` writes
+// exactly the programs a campaign with the same options checks.
+void add_program_options(CLI::App* cmd, RunArgs& o) {
+  cmd->add_option("--seed", o.seed, "Seed of the campaign, 0..18446744073709551615 (the same seed gives the same "
+                                    "programs; default 1)")->type_name("SEED");
+  o.backends_opt = cmd->add_option("--backends", o.backends,
+                                   "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
+  cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
+  cmd->add_flag("--no-mismatch", o.no_mismatch, "Only programs whose devices all agree");
+}
+
 void add_run_options(CLI::App* cmd, RunArgs& o) {
   o.seconds_opt = cmd->add_option("--seconds", o.seconds, "Stop after this many seconds (default: 10, when --programs "
                                                           "is not given)")->type_name("SECONDS");
   o.programs_opt = cmd->add_option("--programs", o.programs, "Stop after this many programs")->type_name("N");
   o.seconds_opt->excludes(o.programs_opt);
-  cmd->add_option("--seed", o.seed, "Seed of the campaign, 0..18446744073709551615 (the same seed gives the same "
-                                    "programs; default 1)")->type_name("SEED");
-  o.backends_opt = cmd->add_option("--backends", o.backends,
-                                   "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
+  add_program_options(cmd, o);
   o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
   cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs (created with its parents; an "
                                       "earlier run's reports and failures there are removed)");
   cmd->add_option("--hang-seconds", o.hang_seconds, "A program running longer than this is a hang (default 60)")
       ->type_name("SECONDS");
-  cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
-  cmd->add_flag("--no-mismatch", o.no_mismatch, "Only programs whose devices all agree");
+  cmd->add_option("--save-programs", o.save_programs, "Keep the generated programs in this directory "
+                                                      "(program-NNNNNN.program, as `crossfire generate` writes them)")
+      ->type_name("DIR");
+  cmd->add_option("--save-every", o.save_every, "With --save-programs: keep one program in N (default 1: every one)")
+      ->type_name("N");
   cmd->add_option("--plant-fault", o.plant, "Developer aid: plant a fault in the oracles' observations")->group("");
   cmd->add_option("--crash-at", o.crash_at, "Test aid: the worker crashes on this program")->group("");
   cmd->add_option("--hang-at", o.hang_at, "Test aid: the worker hangs on this program")->group("");
@@ -222,18 +233,21 @@ void add_run_options(CLI::App* cmd, RunArgs& o) {
 // Checks every option (UsageError on the first bad one) and builds the campaign they ask for.
 CampaignConfig campaign_config(const RunArgs& o) {
   CampaignConfig c;
-  if (*o.seconds_opt) c.seconds = parse_seconds("--seconds", o.seconds);
-  if (*o.programs_opt) {
+  if (o.seconds_opt && *o.seconds_opt) c.seconds = parse_seconds("--seconds", o.seconds);
+  if (o.programs_opt && *o.programs_opt) {
     c.programs = parse_unsigned("--programs", o.programs);
     if (c.programs == 0) throw UsageError("--programs: 0 programs would check nothing");
   }
   if (c.seconds == 0 && c.programs == 0) c.seconds = 10;
   c.seed = parse_unsigned("--seed", o.seed);
   c.hang_seconds = parse_seconds("--hang-seconds", o.hang_seconds);
-  c.oracles = select_oracles(option_list("--oracles", o.oracles_opt, o.oracles, "oracle"));
+  if (o.oracles_opt) c.oracles = select_oracles(option_list("--oracles", o.oracles_opt, o.oracles, "oracle"));
   c.devices = select_devices(option_list("--backends", o.backends_opt, o.backends, "backend"));
   c.fault = planted_fault(o.plant);
   c.out_dir = o.out_dir;
+  c.save_programs = o.save_programs;
+  c.save_every = parse_unsigned("--save-every", o.save_every);
+  if (c.save_every == 0) throw UsageError("--save-every: 0 would keep no program; say 1 for every one");
   c.crash_at = o.crash_at;
   c.hang_at = o.hang_at;
   c.gen.max_nodes = o.max_nodes;
@@ -277,6 +291,16 @@ int main(int argc, char** argv) {
   RunArgs run_opts;
   add_run_options(run_cmd, run_opts);
 
+  auto* generate_cmd = app.add_subcommand("generate", "Write the programs a campaign with these options checks, "
+                                                       "without running them");
+  RunArgs gen_opts;
+  add_program_options(generate_cmd, gen_opts);
+  std::string gen_count, gen_first = "0", gen_out;
+  generate_cmd->add_option("--count", gen_count, "How many programs")->type_name("N")->required();
+  generate_cmd->add_option("--first", gen_first, "The campaign's program number to start at (default 0)")
+      ->type_name("I");
+  generate_cmd->add_option("--out", gen_out, "Directory for the programs (created with its parents)")->required();
+
   auto* replay_cmd = app.add_subcommand("replay", "Rerun one program and print the per-node comparison table");
   std::string replay_file, replay_backends, replay_oracles;
   replay_cmd->add_option("FILE", replay_file, "Program file")->required();
@@ -300,7 +324,7 @@ int main(int argc, char** argv) {
   reduce_cmd->add_option("--seconds", reduce_seconds,
                          "Time budget (default 300); past it, the smallest program found so far is written");
 
-  for (CLI::App* cmd : {backends_cmd, run_cmd, replay_cmd, reduce_cmd}) cmd->footer(kExitStatusHelp);
+  for (CLI::App* cmd : {backends_cmd, run_cmd, generate_cmd, replay_cmd, reduce_cmd}) cmd->footer(kExitStatusHelp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -320,10 +344,30 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "crossfire: --out: %s\n", why.c_str());
         return kExitUsage;
       }
+      if (std::string why = check_out_dir(c.save_programs); !why.empty()) {
+        std::fprintf(stderr, "crossfire: --save-programs: %s\n", why.c_str());
+        return kExitUsage;
+      }
       if (size_t n = remove_earlier_run(c.out_dir).size())
         std::fprintf(stderr, "crossfire: --out %s: removed %zu file%s of an earlier run (its reports and failures/)\n",
                      c.out_dir.c_str(), n, n == 1 ? "" : "s");
       return run_campaign(c);
+    }
+
+    if (*generate_cmd) {
+      CampaignConfig c = campaign_config(gen_opts);
+      const uint64_t count = parse_unsigned("--count", gen_count), first = parse_unsigned("--first", gen_first);
+      if (count == 0) throw UsageError("--count: 0 programs would write nothing");
+      if (count > (uint64_t(1) << 24)) throw UsageError("--count: at most 16777216 programs at a time");
+      if (first > UINT64_MAX - count) throw UsageError("--first: the program numbers would wrap past 2^64");
+      if (c.devices.empty()) throw UsageError("no device to generate programs for");
+      if (std::string why = check_out_dir(gen_out); !why.empty()) throw UsageError("--out: " + why);
+      for (uint64_t i = first; i < first + count; ++i)
+        save_text_atomically(fmt::format("{}/program-{:06}.program", gen_out, i), program_file(c, i));
+      std::printf("wrote %llu program%s (#%llu..#%llu of seed %llu) to %s\n", (unsigned long long)count,
+                  count == 1 ? "" : "s", (unsigned long long)first, (unsigned long long)(first + count - 1),
+                  (unsigned long long)c.seed, gen_out.c_str());
+      return kExitClean;
     }
 
     if (*replay_cmd || *reduce_cmd) {

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "crossfire/harness/campaign.hpp"
 #include "crossfire/harness/program.hpp"
 
 namespace crossfire::harness {
@@ -395,6 +396,14 @@ TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
       {"reduce " + prog + " -o " + (d / "r.program").string() + " --backends cpu --plant-fault no_such_fault",
        "--plant-fault"},
       {"reduce " + prog + " --backends cpu", "--output"},
+      {run1 + "--oracles contract --save-programs " + (d / "s").string() + " --save-every 0", "--save-every"},
+      {run1 + "--oracles contract --save-programs " + prog, "--save-programs"},  // a file, not a directory
+      {"generate --count 0 --backends cpu --out " + (d / "g").string(), "--count"},
+      {"generate --count -1 --backends cpu --out " + (d / "g").string(), "--count"},
+      {"generate --count 1 --backends cpu", "--out"},
+      {"generate --backends cpu --out " + (d / "g").string(), "--count"},
+      {"generate --count 2 --first 18446744073709551615 --backends cpu --out " + (d / "g").string(), "--first"},
+      {"generate --count 1 --backends , --out " + (d / "g").string(), "--backends"},
   };
   for (const auto& [args, option] : cases) {
     Result r = run(args, 10);
@@ -408,9 +417,48 @@ TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
   fs::remove_all(d);
 }
 
+// `generate` writes exactly the programs a campaign with the same seed and options checks, and `run
+// --save-programs` keeps them as it checks them (issue 16, item 4): both are the campaign's own program_file(), so
+// an external oracle can re-check a campaign from the files alone.
+TEST(Cli, GenerateWritesTheProgramsACampaignChecks) {
+  fs::path d = temp_dir("generate");
+  Result g = run("generate --seed 77 --count 6 --backends cpu --max-nodes 12 --out " + (d / "gen").string(), 60);
+  ASSERT_EQ(g.status, 0) << g.out;
+  Result r = run("run --programs 6 --seed 77 --backends cpu --max-nodes 12 --oracles contract --save-programs " +
+                     (d / "saved").string() + " --out " + (d / "out").string(),
+                 120);
+  ASSERT_EQ(r.status, 0) << r.out;
+  CampaignConfig c;
+  c.seed = 77;
+  c.devices = {Device::cpu(0), Device::cpu(1)};
+  c.gen.max_nodes = 12;
+  for (uint64_t i = 0; i < 6; ++i) {
+    const std::string name = program_file_name(i);
+    const std::string gen = read(d / "gen" / name), saved = read(d / "saved" / name);
+    EXPECT_EQ(gen, program_file(c, i)) << name;
+    EXPECT_EQ(saved, gen) << name;
+    EXPECT_EQ(parse_program(gen), campaign_program(c, i)) << name;
+  }
+  EXPECT_FALSE(fs::exists(d / "gen" / program_file_name(6)));
+  // --first and --save-every pick the same numbers.
+  ASSERT_EQ(run("generate --seed 77 --count 2 --first 4 --backends cpu --max-nodes 12 --out " + (d / "two").string())
+                .status,
+            0);
+  EXPECT_EQ(read(d / "two" / program_file_name(4)), read(d / "gen" / program_file_name(4)));
+  EXPECT_FALSE(fs::exists(d / "two" / program_file_name(3)));
+  ASSERT_EQ(run("run --programs 6 --seed 77 --backends cpu --max-nodes 12 --oracles contract --save-every 3 "
+                "--save-programs " + (d / "every3").string()).status,
+            0);
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(d / "every3")) kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{program_file_name(0), program_file_name(3)}));
+  fs::remove_all(d);
+}
+
 // --help prints and exits 0, and its footer lists the exit statuses a CI job reads.
 TEST(Cli, HelpListsTheExitStatuses) {
-  for (const char* args : {"--help", "run --help"}) {
+  for (const char* args : {"--help", "run --help", "generate --help"}) {
     Result r = run(args, 10);
     EXPECT_EQ(r.status, 0) << args << "\n" << r.out;
     for (const char* s : {"Exit status", "0 ", "1 ", "2 ", "3 ", "4 ", "docs/cli.md"})

@@ -25,10 +25,19 @@ struct CampaignConfig {
   // Test aids for the supervisor: the worker aborts (crash) or spins (hang) on this program; -1: never.
   int64_t crash_at = -1, hang_at = -1;
   GenConfig gen;
+  // Keep every `save_every`-th generated program in this directory (program-NNNNNN.program, as `crossfire generate`
+  // writes it), before it is checked, so a crash still leaves it; empty: none.
+  std::string save_programs;
+  uint64_t save_every = 1;
 };
 
 // The program a campaign checks as number `index` (deterministic: replaying a seed gives the same programs).
 Program campaign_program(const CampaignConfig& c, uint64_t index);
+
+// That program as a file: comment lines naming the seed, the number and the devices it was generated for, then
+// the program text (`crossfire replay` reads it back).
+std::string program_file(const CampaignConfig& c, uint64_t index);
+std::string program_file_name(uint64_t index);  // program-NNNNNN.program
 
 // Checks that the output directory can be written (creating it and its missing parents); "" when it can, else why
 // not.
