@@ -17,6 +17,7 @@
 #include "crossfire/harness/campaign.hpp"
 #include "crossfire/harness/exit_status.hpp"
 #include "crossfire/harness/reduce.hpp"
+#include "crossfire/harness/values.hpp"
 
 using namespace crossfire;
 using namespace crossfire::harness;
@@ -312,6 +313,10 @@ int main(int argc, char** argv) {
   // Note [Time budgets] in model.hpp: a file may ask for far more work than a generated program.
   std::string replay_seconds = "120";
   replay_cmd->add_option("--seconds", replay_seconds, "Time budget of the check (default 120); past it, exit 4");
+  std::string replay_values;
+  replay_cmd->add_option("--values", replay_values, "Also write every value on every device, with the f64 reference "
+                                                    "on that device's own inputs and its bound, to this JSON file "
+                                                    "(docs/program-format.md, Values file)")->type_name("OUT.json");
 
   auto* reduce_cmd = app.add_subcommand("reduce", "Shrink a failing program while its failure persists");
   std::string reduce_file, reduce_out, reduce_backends;
@@ -383,6 +388,7 @@ int main(int argc, char** argv) {
                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
                        std::min(budget, 1e7)));  // (a budget past ~4 months is no budget; the cast must not overflow)
       ProgramReport r = check_program(p, o);
+      if (*replay_cmd && !replay_values.empty()) save_text_atomically(replay_values, values_json(p, o));
       if (*replay_cmd) {
         print_table(r);
         std::printf("\n");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -453,6 +454,70 @@ TEST(Cli, GenerateWritesTheProgramsACampaignChecks) {
   for (const auto& e : fs::directory_iterator(d / "every3")) kept.push_back(e.path().filename().string());
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(kept, (std::vector<std::string>{program_file_name(0), program_file_name(3)}));
+  fs::remove_all(d);
+}
+
+// `replay --values` writes every value on every device with the reference on that device's own inputs, the
+// magnitude, terms and allowed error per element and the verdict: enough for an external oracle to re-check the
+// run from the file alone, which this test does (its own comparison, not first_mismatch()).
+TEST(Cli, ReplayValuesAreEnoughToRecheckARun) {
+  fs::path d = temp_dir("values");
+  fs::create_directories(d);
+  save_text_atomically((d / "add.program").string(),
+                       "crossfire-program 1\n"
+                       "input %0 f32 [2] cpu:0 = 0x1p+0 -0x1p+1\n"
+                       "input %1 f32 [2] cpu:0 = 0x1p-1 0x1p+0\n"
+                       "node %2 add lhs=%0 rhs=%1\n");
+  Result r = run("replay " + (d / "add.program").string() + " --backends cpu:0 --values " + (d / "v.json").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read(d / "v.json"));
+  EXPECT_EQ(j["schema"], "crossfire-values/1");
+  EXPECT_EQ(j["devices"], nlohmann::json::array({"cpu:0"}));
+  ASSERT_EQ(j["values"].size(), 3u) << j;
+  const auto& add = j["values"][2];
+  EXPECT_EQ(add["op"], "add");
+  EXPECT_EQ(add["output"]["values"], nlohmann::json::array({1.5, -1.0}));      // 1 + 0.5, -2 + 1
+  EXPECT_EQ(add["reference"]["values"], nlohmann::json::array({1.5, -1.0}));
+  EXPECT_EQ(add["magnitude"], nlohmann::json::array({1.5, 3.0}));               // |a| + |b|
+  EXPECT_EQ(add["terms"], nlohmann::json::array({1, 1}));
+  EXPECT_EQ(add["verdict"]["ok"], true);
+
+  // Generated programs: re-check every judged element from the file, and agree with each verdict.
+  ASSERT_EQ(run("generate --seed 11 --count 8 --backends cpu --out " + (d / "gen").string()).status, 0);
+  auto num = [](const nlohmann::json& x) {
+    if (x.is_string()) return x == "nan" ? std::nan("") : x == "inf" ? HUGE_VAL : -HUGE_VAL;
+    return x.get<double>();
+  };
+  int judged = 0;
+  for (uint64_t i = 0; i < 8; ++i) {
+    const std::string file = (d / "gen" / program_file_name(i)).string();
+    Result rr = run("replay " + file + " --backends cpu --values " + (d / "g.json").string());
+    ASSERT_TRUE(rr.status == 0 || rr.status == 1) << rr.out;
+    const auto values = nlohmann::json::parse(read(d / "g.json"));
+    for (const auto& e : values["values"]) {
+      if (!e.contains("verdict") || !e["verdict"]["ok"].is_boolean()) continue;
+      bool ok = true;
+      const auto &got = e["output"]["values"], &want = e["reference"]["values"], &allowed = e["allowed"];
+      ASSERT_EQ(got.size(), want.size()) << e;
+      // The rules of docs/program-format.md's "Values file", in order.
+      const bool bitwise = e["bound"]["bitwise"].get<bool>();
+      constexpr double kOverflow = 0x1p128 - 0x1p103;  // the smallest |x| that rounds to an infinite f32
+      for (size_t k = 0; k < got.size(); ++k) {
+        const double g = num(got[k]), w = num(want[k]), m = num(e["magnitude"][k]), a = num(allowed[k]);
+        const int64_t terms = e["terms"][k].get<int64_t>();
+        if (std::isnan(w)) ok = ok && std::isnan(g);
+        else if (!bitwise && terms > 1 && !(m < kOverflow)) continue;  // partial sums past f32: any value
+        else if (std::isnan(g)) ok = false;
+        else if (bitwise || std::isinf(w))
+          ok = ok && g == w && (!e["bound"]["same_bits"].get<bool>() || std::signbit(g) == std::signbit(w));
+        else if (std::isinf(g)) ok = ok && std::signbit(g) == std::signbit(w) && std::fabs(w) + a >= kOverflow;
+        else ok = ok && std::fabs(g - w) <= a;
+      }
+      EXPECT_EQ(ok, e["verdict"]["ok"].get<bool>()) << e;
+      judged++;
+    }
+  }
+  EXPECT_GT(judged, 20);
   fs::remove_all(d);
 }
 
