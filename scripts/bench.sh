@@ -31,7 +31,8 @@ use_history=1
 build=1
 ref="${GITHUB_REF_NAME:-}"
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+# The comment block that opens this file, and nothing after it.
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"; }
 while (($#)); do
   case "$1" in
     --out) out="$2"; shift 2 ;;

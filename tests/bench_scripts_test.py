@@ -350,5 +350,17 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertIn("Kernel benchmarks in this run: 2 (registered from the op table), 1 ran, 1 skipped", r.stdout)
 
 
+class ShellScriptTest(unittest.TestCase):
+    def test_bench_help_prints_its_usage_only(self):
+        # It printed a fixed range of lines, which had grown to take in the script's first commands.
+        r = subprocess.run(["bash", os.path.join(SCRIPTS, "bench.sh"), "--help"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("scripts/bench.sh [--out DIR]", r.stdout)
+        self.assertNotIn("set -euo", r.stdout)
+        for line in r.stdout.splitlines():
+            self.assertFalse(line.startswith("#"), line)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

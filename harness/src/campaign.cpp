@@ -93,8 +93,10 @@ std::string program_header(const CampaignConfig& c, uint64_t index) {
   std::vector<Device> devs = c.gen.devices.empty() ? c.devices : c.gen.devices;
   std::string devices;
   for (const Device& d : devs) devices += (devices.empty() ? "" : ",") + d.str();
-  return fmt::format("# campaign seed {}, program #{}\n# generated for {} (max {} nodes{})\n", c.seed, index, devices,
-                     c.gen.max_nodes, c.gen.mismatches ? "" : ", no mismatches");
+  std::string ops;
+  for (OpId id : c.gen.ops) ops += (ops.empty() ? ", ops " : ",") + std::string(op_def(id).name);
+  return fmt::format("# campaign seed {}, program #{}\n# generated for {} (max {} nodes{}{})\n", c.seed, index,
+                     devices, c.gen.max_nodes, c.gen.mismatches ? "" : ", no mismatches", ops);
 }
 
 // `run --save-programs`: one file per kept program, written (temp file, then rename) but not synced: thousands a

@@ -105,6 +105,22 @@ PlantedFault planted_fault(const std::string& name) {
   return f;
 }
 
+// The ops a campaign's programs may use (`--ops`); empty (every op of the table) when not given or `all`.
+std::vector<OpId> select_ops(const std::vector<std::string>& items) {
+  std::vector<OpId> out;
+  if (items.empty() || items == std::vector<std::string>{"all"}) return out;
+  for (const std::string& item : items) {
+    const int id = find_op(item);
+    if (id < 0) {
+      std::string names;
+      for (const OpDef& op : kOpTable) names += (names.empty() ? "" : ",") + std::string(op.name);
+      throw UsageError(fmt::format("--ops: no op is named `{}` (the ops: {})", printable(item), names));
+    }
+    if (std::find(out.begin(), out.end(), OpId(id)) == out.end()) out.push_back(OpId(id));
+  }
+  return out;
+}
+
 // Devices of the named backends (or devices: "cpu:1"); every available device when the list is empty or `all`.
 std::vector<Device> select_devices(const std::vector<std::string>& items) {
   std::vector<Device> all = available_devices();
@@ -192,11 +208,12 @@ constexpr const char* kExitStatusHelp =
 // `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
-  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1";
+  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops;
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
-  CLI::Option *seconds_opt = nullptr, *programs_opt = nullptr, *backends_opt = nullptr, *oracles_opt = nullptr;
+  CLI::Option *seconds_opt = nullptr, *programs_opt = nullptr, *backends_opt = nullptr, *oracles_opt = nullptr,
+              *ops_opt = nullptr;
 };
 
 // The options that decide which programs a seed gives: `run` and `generate` share them, so `generate` writes
@@ -208,6 +225,7 @@ void add_program_options(CLI::App* cmd, RunArgs& o) {
                                    "Backends or devices to check: cpu,vulkan,cuda or cpu:1 (default: all available)");
   cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
   cmd->add_flag("--no-mismatch", o.no_mismatch, "Only programs whose devices all agree");
+  o.ops_opt = cmd->add_option("--ops", o.ops, "Ops the programs' nodes may use, e.g. softmax,conv2d (default: all)");
 }
 
 void add_run_options(CLI::App* cmd, RunArgs& o) {
@@ -253,6 +271,7 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.hang_at = o.hang_at;
   c.gen.max_nodes = o.max_nodes;
   c.gen.mismatches = !o.no_mismatch;
+  c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
   return c;
 }
 

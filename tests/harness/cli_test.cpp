@@ -405,6 +405,8 @@ TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
       {"generate --backends cpu --out " + (d / "g").string(), "--count"},
       {"generate --count 2 --first 18446744073709551615 --backends cpu --out " + (d / "g").string(), "--first"},
       {"generate --count 1 --backends , --out " + (d / "g").string(), "--backends"},
+      {run1 + "--oracles contract --ops no_such_op", "--ops"},
+      {run1 + "--oracles contract --ops ,", "--ops"},
   };
   for (const auto& [args, option] : cases) {
     Result r = run(args, 10);
@@ -454,6 +456,21 @@ TEST(Cli, GenerateWritesTheProgramsACampaignChecks) {
   for (const auto& e : fs::directory_iterator(d / "every3")) kept.push_back(e.path().filename().string());
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(kept, (std::vector<std::string>{program_file_name(0), program_file_name(3)}));
+  // --ops restricts every node to the ops named (issue 18, item 8), in run and generate alike.
+  ASSERT_EQ(run("generate --seed 5 --count 20 --backends cpu --ops matmul,softmax --out " + (d / "ops").string())
+                .status,
+            0);
+  int nodes = 0;
+  for (const auto& e : fs::directory_iterator(d / "ops")) {
+    std::istringstream in(read(e.path()));
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("node ", 0) == 0) {
+        nodes++;
+        EXPECT_TRUE(line.find(" matmul ") != std::string::npos || line.find(" softmax ") != std::string::npos)
+            << line;
+      }
+  }
+  EXPECT_GT(nodes, 20);
   fs::remove_all(d);
 }
 
