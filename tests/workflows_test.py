@@ -11,6 +11,7 @@ Each check is also run against a planted mistake, so that a check which can no l
 Run by ctest (label workflows) with /usr/bin/python3; needs PyYAML (python3-yaml, from scripts/install-deps.sh)."""
 import copy
 import glob
+import json
 import os
 import re
 import shlex
@@ -169,6 +170,31 @@ class WorkflowsTest(unittest.TestCase):
     def test_continued_lines_and_separators(self):
         calls = script_calls('BUILD_DIR="$PWD/b" base/scripts/bench.sh --no-history \\\n  --min-time 0.2 && echo --x')
         self.assertEqual(calls, [("bench.sh", ["--no-history", "--min-time"])])
+
+
+def preset_gaps(presets):
+    """Configure presets without a build, test or workflow preset of the same name (each can be run as
+    `cmake --workflow --preset NAME`)."""
+    configure = [p["name"] for p in presets.get("configurePresets", [])]
+    gaps = []
+    for kind in ("buildPresets", "testPresets", "workflowPresets"):
+        have = {p["name"] for p in presets.get(kind, [])}
+        gaps += [f"{kind}: no `{name}`" for name in configure if name not in have]
+    return gaps
+
+
+class PresetsTest(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(ROOT, "CMakePresets.json"), encoding="utf-8") as f:
+            self.presets = json.load(f)
+
+    def test_every_configure_preset_has_build_test_and_workflow_presets(self):
+        self.assertEqual(preset_gaps(self.presets), [])
+
+    def test_a_missing_test_preset_is_reported(self):
+        planted = copy.deepcopy(self.presets)
+        planted["testPresets"] = [p for p in planted["testPresets"] if p["name"] != "clang"]
+        self.assertEqual(preset_gaps(planted), ["testPresets: no `clang`"])
 
 
 if __name__ == "__main__":
