@@ -95,8 +95,9 @@ std::string program_header(const CampaignConfig& c, uint64_t index) {
   for (const Device& d : devs) devices += (devices.empty() ? "" : ",") + d.str();
   std::string ops;
   for (OpId id : c.gen.ops) ops += (ops.empty() ? ", ops " : ",") + std::string(op_def(id).name);
-  return fmt::format("# campaign seed {}, program #{}\n# generated for {} (max {} nodes{}{})\n", c.seed, index,
-                     devices, c.gen.max_nodes, c.gen.mismatches ? "" : ", no mismatches", ops);
+  return fmt::format("# campaign seed {}, program #{}\n# generated for {} (max {} nodes{}{}, large rate {})\n",
+                     c.seed, index, devices, c.gen.max_nodes, c.gen.mismatches ? "" : ", no mismatches", ops,
+                     c.gen.large_rate);
 }
 
 // `run --save-programs`: one file per kept program, written (temp file, then rename) but not synced: thousands a
@@ -230,6 +231,9 @@ json report_json(const CampaignConfig& c, const Totals& t, bool complete) {
   json j;
   j["complete"] = complete;  // false: written while the campaign runs (it may yet be killed), true: the final one
   j["seed"] = c.seed;
+  j["large_programs"] = {{"rate", c.gen.large_rate},
+                         {"extents", c.gen.extents.empty() ? kernel_extents_of(c.devices) : c.gen.extents},
+                         {"max_elements", c.gen.large_elements}};
   j["seconds"] = t.seconds;
   j["programs"] = t.programs;
   j["nodes"] = t.nodes;
@@ -702,7 +706,17 @@ Program campaign_program(const CampaignConfig& c, uint64_t index) {
   PrngChoices choices(mix(c.seed, index));
   GenConfig g = c.gen;
   if (g.devices.empty()) g.devices = c.devices;
+  if (g.extents.empty()) g.extents = kernel_extents_of(g.devices);
   return generate_program(choices, g);
+}
+
+std::vector<int64_t> kernel_extents_of(const std::vector<Device>& devices) {
+  std::vector<int64_t> e;
+  for (const Device& d : devices)
+    for (int64_t x : backend_for(d).kernel_extents())
+      if (std::find(e.begin(), e.end(), x) == e.end()) e.push_back(x);
+  std::sort(e.begin(), e.end());
+  return e;
 }
 
 std::string program_file_name(uint64_t index) { return fmt::format("program-{:06}.program", index); }

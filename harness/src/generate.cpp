@@ -67,6 +67,8 @@ class Generator {
 
   Program run() {
     home_ = cfg_.devices[size_t(c_.range(0, int64_t(cfg_.devices.size()) - 1))];
+    if (cfg_.large_rate > 0 && c_.range(0, 65535) < int64_t(cfg_.large_rate * 65536.0))
+      if (std::optional<Program> p = large_program()) return std::move(*p);
     mismatch_ = cfg_.mismatches && c_.coin(1, 4);
     int n = int(c_.range(std::max(1, cfg_.min_nodes), std::max(cfg_.min_nodes, std::min(cfg_.max_nodes, 30))));
     for (int i = 0; i < n; ++i) {
@@ -644,6 +646,112 @@ class Generator {
       out.tracked &= out.dtype == DType::f32;
     }
     push(Value{std::move(n)}, out);
+  }
+
+  // ---- large programs (Note [Large programs] in generate.hpp) ---------------------------------------------------
+  // Where a kernel changes behaviour or a driver's limit bites, tiny tensors never go: a softmax row of 21,845
+  // elements, a conv2d output of 20,000 products and a mean whose f32 sum overflows were all wrong on lavapipe
+  // while every campaign passed (issue 16). A large program is one input (two for conv2d and matmul) and one node
+  // that reduces over a long axis; nullopt when --ops allows none of those ops.
+  std::optional<Program> large_program() {
+    static constexpr std::string_view kLargeOps[] = {"softmax", "sum", "mean", "max", "argmax", "conv2d", "matmul"};
+    std::vector<OpId> allowed;
+    for (std::string_view name : kLargeOps) {
+      const OpId id = OpId(find_op(name));
+      if (cfg_.ops.empty() || std::find(cfg_.ops.begin(), cfg_.ops.end(), id) != cfg_.ops.end()) allowed.push_back(id);
+    }
+    if (allowed.empty()) return std::nullopt;
+    const int64_t budget = std::max<int64_t>(cfg_.large_elements, 1024);
+    // The length of the long axis: a declared extent or a neighbour (two times in three, when there are any), else a
+    // long axis past 2^16.
+    int64_t len;
+    if (!cfg_.extents.empty() && !c_.coin(1, 3)) {
+      const int64_t e = cfg_.extents[size_t(pick(0, int64_t(cfg_.extents.size()) - 1))];
+      len = std::max<int64_t>(2, e + pick(-1, 1));
+    } else {
+      len = pick(int64_t(1) << 16, std::max<int64_t>(budget, (int64_t(1) << 16) + 1));
+    }
+    len = std::min(len, budget);
+    const int values = int(pick(0, 4));
+    const OpId id = allowed[size_t(pick(0, int64_t(allowed.size()) - 1))];
+    const OpDef& op = op_def(id);
+    const std::vector<int> tp = tensor_params(op);
+    NodeDef n;
+    n.op = id;
+    n.args.resize(size_t(op.num_params));
+    auto set = [&](int param, NodeArg a) {
+      if (param >= 0) n.args[size_t(param)] = std::move(a);
+    };
+    auto input = [&](Shape s) { return ValueRef{large_input(std::move(s), values), std::nullopt}; };
+    switch (op.family) {
+      case OpFamily::softmax: {
+        const int64_t rows = pick(1, 3), l = std::min(len, budget / rows);
+        const bool along_rows = c_.coin(1, 2);  // [rows, l] along axis 1, or [l, rows] along axis 0 (strided)
+        n.args[size_t(tp[0])] = input(along_rows ? Shape{rows, l} : Shape{l, rows});
+        set(nth(op, ParamRole::int_attr, 0), along_rows ? int64_t(-1) : int64_t(0));
+        break;
+      }
+      case OpFamily::reduce: {
+        const int64_t cols = pick(1, 3), l = std::min(len, budget / cols);
+        const bool flat = c_.coin(1, 2);
+        n.args[size_t(tp[0])] = input(flat ? Shape{l} : Shape{l, cols});
+        set(nth(op, ParamRole::optional_int_attr, 0), flat && c_.coin(1, 2) ? NodeArg{AbsentArg{}} : NodeArg{int64_t(0)});
+        set(nth(op, ParamRole::bool_attr, 0), c_.coin(1, 2));
+        break;
+      }
+      case OpFamily::conv2d: {
+        // C * k * k products per output: one output pixel (a k x k image) or two (k + 1 rows), O of them.
+        const int64_t k = pick(1, 3), o = pick(1, 2), rows = k + pick(0, 1);
+        const int64_t c = std::max<int64_t>(1, std::min(len / (k * k), budget / (k * rows * o)));
+        n.args[size_t(tp[0])] = input(Shape{1, c, rows, k});
+        n.args[size_t(tp[1])] = input(Shape{o, c, k, k});
+        if (tp.size() > 2) n.args[size_t(tp[2])] = c_.coin(1, 2) ? NodeArg{input(Shape{o})} : NodeArg{AbsentArg{}};
+        set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{1, 1});
+        set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{0, 0});
+        break;
+      }
+      default: {  // matmul: [m, K] x [K, n]
+        const int64_t m = pick(1, 3), nn = pick(1, 3), k = std::min(len, budget / std::max(m, nn));
+        n.args[size_t(tp[0])] = input(Shape{m, k});
+        n.args[size_t(tp[1])] = input(Shape{k, nn});
+        break;
+      }
+    }
+    p_.values.push_back(Value{std::move(n)});
+    return std::move(p_);
+  }
+  static float f32_from_bits(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
+  // An f32 input of a large program, untracked, on the home device. Values: 0 small integers (sums exact), 1
+  // uniform in [-2, 2), 2 huge and mostly of one sign (an f32 running sum overflows where the mean does not),
+  // 3 denormals and tiny normals, 4 pairs that cancel (x, -x) with small ones between.
+  int large_input(Shape s, int values) {
+    InputDef in;
+    in.dtype = DType::f32;
+    in.device = home_;
+    const int64_t n = s.numel();
+    in.shape = std::move(s);
+    in.f32_bits.reserve(size_t(n));
+    PrngChoices r(uint64_t(pick(0, int64_t(1) << 40)));  // one choice seeds the values: a long input costs one
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      switch (values) {
+        case 0: v = float(r.range(-3, 3)); break;
+        case 1: v = float(r.range(-1 << 20, (1 << 20) - 1)) / float(1 << 19); break;
+        case 2: v = std::ldexp(float(r.range(1 << 23, (1 << 24) - 1)) / float(1 << 23), int(r.range(120, 127))) *
+                    (r.range(0, 15) == 0 ? -1.0f : 1.0f); break;
+        case 3: v = std::ldexp(float(r.range(1, 1 << 10)), int(r.range(-149, -126))) * (r.range(0, 1) ? -1.0f : 1.0f);
+                break;
+        default: v = i % 2 == 1 ? -f32_from_bits(in.f32_bits.back()) : float(r.range(-1 << 20, (1 << 20) - 1)) / 4096.0f;
+      }
+      in.f32_bits.push_back(f32_to_bits(v));
+    }
+    meta_.push_back(Meta{DType::f32, in.shape, false, home_});
+    p_.values.push_back(Value{std::move(in)});
+    return int(p_.values.size()) - 1;
   }
 
   ChoiceSource& c_;

@@ -208,7 +208,7 @@ constexpr const char* kExitStatusHelp =
 // `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
-  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops;
+  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate;
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
@@ -226,6 +226,8 @@ void add_program_options(CLI::App* cmd, RunArgs& o) {
   cmd->add_option("--max-nodes", o.max_nodes, "Largest program (1..30 nodes)")->check(CLI::Range(1, 30));
   cmd->add_flag("--no-mismatch", o.no_mismatch, "Only programs whose devices all agree");
   o.ops_opt = cmd->add_option("--ops", o.ops, "Ops the programs' nodes may use, e.g. softmax,conv2d (default: all)");
+  cmd->add_option("--large-rate", o.large_rate, "Share of programs that are one long-axis node on stressing values, "
+                                                "0..1 (default 0.0078125: one in 128)")->type_name("F");
 }
 
 void add_run_options(CLI::App* cmd, RunArgs& o) {
@@ -272,6 +274,13 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.gen.max_nodes = o.max_nodes;
   c.gen.mismatches = !o.no_mismatch;
   c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
+  if (!o.large_rate.empty()) {
+    double r = -1;
+    auto [end, ec] = std::from_chars(o.large_rate.data(), o.large_rate.data() + o.large_rate.size(), r);
+    if (ec != std::errc() || end != o.large_rate.data() + o.large_rate.size() || !(r >= 0 && r <= 1))
+      throw UsageError(fmt::format("--large-rate: `{}` is not a share from 0 to 1", printable(o.large_rate)));
+    c.gen.large_rate = r;
+  }
   return c;
 }
 

@@ -14,6 +14,8 @@ class CpuBackend final : public Backend {
   CpuBackend();
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string unavailable_reason() const override { return {}; }
+  // The reductions and sums walk strided rows a chunk of 256 outputs at a time (reduce.cpp).
+  std::vector<int64_t> kernel_extents() const override { return {256}; }
   int device_count() const override { return devices_; }
   DeviceInfo device_info(int index) const override;
   TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) override;

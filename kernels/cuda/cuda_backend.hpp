@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
   CudaBackend();
   BackendKind kind() const override { return BackendKind::cuda; }
   std::string unavailable_reason() const override { return reason_; }
+  // Blocks of 256 threads (kThreads in common.cuh), and the grid's 65,535 blocks in y.
+  std::vector<int64_t> kernel_extents() const override { return {256, 65535}; }
   int device_count() const override { return count_; }
   DeviceInfo device_info(int index) const override;
   TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) override;

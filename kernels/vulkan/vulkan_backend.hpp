@@ -211,6 +211,13 @@ class VulkanBackend final : public Backend {
     return int(physical_.size());
   }
   DeviceInfo device_info(int index) const override;
+  // Workgroups of 64 and 256 invocations; the reductions' and softmax's one-workgroup-per-row thresholds (64 and
+  // 1,024 elements, 8,192 rows); conv2d's passes of 16,384 terms; llvmpipe's loop limiter (65,535 iterations, and
+  // a third of it for a kernel that walks a row three times); the longest row a CPU-type device walks (2^22).
+  // Note [A driver's loop limit] in vulkan_kernels.cpp.
+  std::vector<int64_t> kernel_extents() const override {
+    return {64, 256, 1024, 8192, 16384, 21845, 65535, int64_t(1) << 22};
+  }
   TensorImpl* allocate(Device device, DType dtype, const Shape& shape, std::string_view op) override;
   void release(TensorImpl* t) override;
   void write(TensorImpl& t, const void* src) override;

@@ -407,6 +407,9 @@ TEST(Cli, BadOptionsAreRefusedWithExitStatusTwo) {
       {"generate --count 1 --backends , --out " + (d / "g").string(), "--backends"},
       {run1 + "--oracles contract --ops no_such_op", "--ops"},
       {run1 + "--oracles contract --ops ,", "--ops"},
+      {run1 + "--oracles contract --large-rate 2", "--large-rate"},
+      {run1 + "--oracles contract --large-rate nan", "--large-rate"},
+      {run1 + "--oracles contract --large-rate -0.5", "--large-rate"},
   };
   for (const auto& [args, option] : cases) {
     Result r = run(args, 10);

@@ -110,5 +110,54 @@ TEST(Generator, TenNodeProgramsAreCheap) {
   EXPECT_GT(double(n) / s, 1000.0);
 }
 
+// Note [Large programs]: one long-axis node whose length is a declared extent or a neighbour, or a long axis past
+// 2^16, with no tensor past the budget; `--ops` narrows them like any program; a rate of 0 spends no choice on them.
+TEST(Generator, LargeProgramsReachTheDeclaredExtentsWithinTheBudget) {
+  GenConfig cfg;
+  cfg.devices = {Device::cpu(0)};
+  cfg.large_rate = 1;
+  cfg.extents = {21845};
+  cfg.large_elements = int64_t(1) << 17;
+  std::set<int64_t> lengths;
+  std::set<std::string> ops;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    PrngChoices c(seed);
+    const Program p = generate_program(c, cfg);
+    ASSERT_EQ(p.num_nodes(), 1) << print_program(p);
+    const NodeDef& n = p.values.back().node();
+    ops.insert(std::string(op_def(n.op).name));
+    int64_t longest = 0, terms = 1;
+    for (const Value& v : p.values)
+      if (v.is_input()) {
+        ASSERT_LE(v.input().shape.numel(), cfg.large_elements);
+        for (int i = 0; i < v.input().shape.rank(); ++i) longest = std::max(longest, v.input().shape[i]);
+      }
+    const Shape& x = p.values[0].input().shape;
+    if (op_def(n.op).name == "conv2d") terms = x[1] * x[3] * x[3];  // C * k * k (the window is k x k)
+    lengths.insert(op_def(n.op).name == "conv2d" ? terms : longest);
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"argmax", "conv2d", "matmul", "max", "mean", "softmax", "sum"}));
+  for (int64_t l : {21844, 21845, 21846}) EXPECT_TRUE(lengths.count(l)) << "length " << l << " never drawn";
+  EXPECT_GT(*lengths.rbegin(), int64_t(1) << 16) << "no long axis past 2^16";
+
+  cfg.ops = {OpId(find_op("mean"))};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    PrngChoices c(seed);
+    EXPECT_EQ(op_def(generate_program(c, cfg).values.back().node().op).name, "mean");
+  }
+
+  // At a rate of 0 (the default, which the fuzz targets and property tests keep) the extents change nothing: no
+  // choice is spent on large programs, so the fuzz corpora keep their meaning.
+  GenConfig plain;
+  plain.devices = {Device::cpu(0)};
+  GenConfig zero = plain;
+  zero.large_rate = 0;
+  zero.extents = {21845};
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    PrngChoices a(seed), b(seed);
+    EXPECT_EQ(generate_program(a, plain), generate_program(b, zero));
+  }
+}
+
 }  // namespace
 }  // namespace crossfire::harness

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "crossfire/op_table.hpp"
 #include "crossfire/tensor.hpp"
@@ -75,6 +76,11 @@ class Backend {
   virtual void copy(const TensorImpl& src, TensorImpl& dst) = 0;
   // Waits until every submitted kernel has finished.
   virtual void synchronize() {}
+
+  // The extents this backend's kernels change behaviour at, or where its driver has a limit (workgroup and block
+  // sizes, a path's threshold, a loop limit): the program generator draws long axes from them and their neighbours
+  // (Note [Large programs] in harness/include/crossfire/harness/generate.hpp). Empty: none declared.
+  virtual std::vector<int64_t> kernel_extents() const { return {}; }
 
   // Capability query (cf. ggml's supports_op): the kernel, or nullptr with unsupported_reason() saying why.
   KernelFn kernel(OpId id) const { return kernels_[id]; }

@@ -24,7 +24,11 @@ struct CampaignConfig {
   PlantedFault fault = PlantedFault::none;
   // Test aids for the supervisor: the worker aborts (crash) or spins (hang) on this program; -1: never.
   int64_t crash_at = -1, hang_at = -1;
-  GenConfig gen;
+  GenConfig gen = [] {
+    GenConfig g;
+    g.large_rate = 1.0 / 128;  // Note [Large programs]: a campaign reaches past tiny tensors by default
+    return g;
+  }();
   // Keep every `save_every`-th generated program in this directory (program-NNNNNN.program, as `crossfire generate`
   // writes it), before it is checked, so a crash still leaves it; empty: none.
   std::string save_programs;
@@ -33,6 +37,10 @@ struct CampaignConfig {
 
 // The program a campaign checks as number `index` (deterministic: replaying a seed gives the same programs).
 Program campaign_program(const CampaignConfig& c, uint64_t index);
+
+// The extents the devices' backends declare (Backend::kernel_extents()), sorted, each once: what large programs
+// draw their long axes from when GenConfig::extents is not given.
+std::vector<int64_t> kernel_extents_of(const std::vector<Device>& devices);
 
 // That program as a file: comment lines naming the seed, the number and the devices it was generated for, then
 // the program text (`crossfire replay` reads it back).

@@ -55,6 +55,14 @@ struct GenConfig {
   bool backward = true;          // allow a `backward` line
   bool special_values = true;    // inf, nan, -0 in some inputs
   std::vector<OpId> ops;         // restrict node ops (empty: every op of the table)
+  // Note [Large programs]: the share of programs that are one long-axis node (softmax, a reduction, conv2d or
+  // matmul over many terms) on values chosen to stress f32 (huge, denormal, cancelling). 0 (the fuzz targets and
+  // property tests: no choice is spent on it) to 1. Their lengths come from `extents` (what the devices' kernels
+  // branch on, Backend::kernel_extents(), with their neighbours e-1, e, e+1) or are long axes past 2^16, and no
+  // tensor of theirs has more than `large_elements` elements.
+  double large_rate = 0;
+  std::vector<int64_t> extents;
+  int64_t large_elements = int64_t(1) << 17;
 };
 
 Program generate_program(ChoiceSource& choices, const GenConfig& config);
