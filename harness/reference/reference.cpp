@@ -1153,8 +1153,8 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
                     fmt::format("dtype: got {}, expected {}", dtype_name(got.dtype), dtype_name(want.dtype))};
   if (!(got.shape == want.shape))
     return Mismatch{-1, 0, 0, 0, fmt::format("shape: got {}, expected {}", got.shape.str(), want.shape.str())};
-  bool bitwise = compares_bitwise(op, want.dtype);
-  ErrorBound bound = bitwise ? ErrorBound{0, 0, true} : op.bound;
+  const ErrorBound bound = bound_for(op, want.dtype);
+  const bool bitwise = bound.bitwise;
   // Data movement copies its input's bits (moves_data): the sign of a zero and a NaN's payload must survive. Both
   // values were widened from f32 the same way (RefTensor::from), so their f64 bits compare the f32 bits.
   const bool same_bits_wanted = moves_data(op.family);

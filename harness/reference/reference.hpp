@@ -106,6 +106,10 @@ double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, d
 
 // Whether an output element of `op` with dtype `dt` must match exactly.
 inline bool compares_bitwise(const OpDef& op, DType dt) { return op.bound.bitwise || dt != DType::f32; }
+// The bound an output of `op` with dtype `dt` is held to: exact when compares_bitwise(), else the op's.
+inline ErrorBound bound_for(const OpDef& op, DType dt) {
+  return compares_bitwise(op, dt) ? ErrorBound{0, 0, true} : op.bound;
+}
 
 // The first disagreement between a backend's result and the reference, for reports: element `index` (-1 when the
 // dtype or shape already differ, explained in `what`), both values and the allowed error.

@@ -100,22 +100,16 @@ std::string program_header(const CampaignConfig& c, uint64_t index) {
                      c.gen.large_rate);
 }
 
-// `run --save-programs`: one file per kept program, written (temp file, then rename) but not synced: thousands a
-// second would wait on the disk otherwise, and a program lost to a power cut is generated again from its seed. A
-// failure to write is told once on stderr; the campaign goes on.
+// `run --save-programs`: one file per kept program, written atomically but not synced: thousands a second would
+// wait on the disk otherwise, and a program lost to a power cut is generated again from its seed. A failure to
+// write is told once on stderr; the campaign goes on.
 void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
   static bool warned = false;
-  const std::string path = c.save_programs + "/" + program_file_name(index);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const std::string text = program_header(c, index) + print_program(p);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
-  ok = ok && std::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    if (!warned) std::fprintf(stderr, "crossfire: --save-programs: cannot write %s: %s\n", path.c_str(),
-                              std::strerror(errno));
+  try {
+    save_text_atomically(c.save_programs + "/" + program_file_name(index), program_header(c, index) + print_program(p),
+                         /*durable=*/false);
+  } catch (const std::runtime_error& e) {
+    if (!warned) std::fprintf(stderr, "crossfire: --save-programs: %s\n", e.what());
     warned = true;
   }
 }

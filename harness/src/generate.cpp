@@ -653,12 +653,16 @@ class Generator {
   // elements, a conv2d output of 20,000 products and a mean whose f32 sum overflows were all wrong on lavapipe
   // while every campaign passed (issue 16). A large program is one input (two for conv2d and matmul) and one node
   // that reduces over a long axis; nullopt when --ops allows none of those ops.
+  static bool long_axis_family(OpFamily f) {
+    return f == OpFamily::softmax || f == OpFamily::reduce || f == OpFamily::conv2d || f == OpFamily::matmul;
+  }
   std::optional<Program> large_program() {
-    static constexpr std::string_view kLargeOps[] = {"softmax", "sum", "mean", "max", "argmax", "conv2d", "matmul"};
-    std::vector<OpId> allowed;
-    for (std::string_view name : kLargeOps) {
-      const OpId id = OpId(find_op(name));
-      if (cfg_.ops.empty() || std::find(cfg_.ops.begin(), cfg_.ops.end(), id) != cfg_.ops.end()) allowed.push_back(id);
+    std::vector<OpId> allowed;  // every op of those families in the table (a new reduction joins by its family)
+    for (int i = 0; i < kNumOps; ++i) {
+      const OpId id = OpId(i);
+      if (long_axis_family(op_def(id).family) &&
+          (cfg_.ops.empty() || std::find(cfg_.ops.begin(), cfg_.ops.end(), id) != cfg_.ops.end()))
+        allowed.push_back(id);
     }
     if (allowed.empty()) return std::nullopt;
     const int64_t budget = std::max<int64_t>(cfg_.large_elements, 1024);
@@ -710,7 +714,7 @@ class Generator {
         set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{0, 0});
         break;
       }
-      default: {  // matmul: [m, K] x [K, n]
+      default: {  // matmul (long_axis_family): [m, K] x [K, n]
         const int64_t m = pick(1, 3), nn = pick(1, 3), k = std::min(len, budget / std::max(m, nn));
         n.args[size_t(tp[0])] = input(Shape{m, k});
         n.args[size_t(tp[1])] = input(Shape{k, nn});

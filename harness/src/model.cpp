@@ -210,6 +210,13 @@ Tensor make_input(const InputDef& in, Device device) {
   return t;
 }
 
+RunResult run_on_device(const Program& p, Device d) {
+  RunOptions ro;
+  ro.map_device = [d](Device) { return d; };
+  ro.check_side_effects = false;
+  return run_program(p, ro);
+}
+
 RunResult run_program(const Program& p, const RunOptions& opts) {
   auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
   std::vector<NodePrediction> pred = predict(p);

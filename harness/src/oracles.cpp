@@ -179,7 +179,7 @@ std::vector<std::optional<reference::RefTensor>> evaluate_f64(
       moved[v] = true;
       continue;
     }
-    if (!p.values[v].is_input())
+    if (unchanged != nullptr && !p.values[v].is_input())
       for (const NodeArg& a : p.values[v].node().args) {
         if (const auto* r = std::get_if<ValueRef>(&a)) moved[v] = moved[v] || moved[size_t(r->id)];
         if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
@@ -224,12 +224,7 @@ class Checker {
                            o_.enabled[size_t(OracleKind::bad_input)];
     if (o_.fault == PlantedFault::harness_out_of_memory && need_runs) throw std::bad_alloc();
     if (need_runs)
-      for (const Device& d : devices_) {
-        RunOptions ro;
-        ro.map_device = [d](Device) { return d; };
-        ro.check_side_effects = false;
-        runs.push_back(run_program(p_, ro));
-      }
+      for (const Device& d : devices_) runs.push_back(run_on_device(p_, d));
     if (o_.enabled[size_t(OracleKind::agreement)]) agreement(runs);
     if (o_.enabled[size_t(OracleKind::gradients)]) gradients(runs);
     if (o_.enabled[size_t(OracleKind::bad_input)] && !runs.empty()) bad_input(runs[0], devices_[0]);

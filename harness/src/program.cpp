@@ -531,7 +531,7 @@ Program load_program(const std::string& path) {
   return Parser(text, path).run();
 }
 
-void save_text_atomically(const std::string& path, std::string_view text) {
+void save_text_atomically(const std::string& path, std::string_view text, bool durable) {
   // The text goes to a temp file in the same directory, then rename() puts it in place, so a reader finds the old
   // file or the new one, never half of one. When anything fails (a full disk fails write(), fflush() or even
   // fclose() with ENOSPC; a file size limit with EFBIG) the temp file is removed: a torn `PATH.tmp.PID` would be
@@ -548,7 +548,7 @@ void save_text_atomically(const std::string& path, std::string_view text) {
   // fsync before the rename, so that after a crash the name never points at a file whose data never reached the
   // disk. Reports and programs are small and written a few times a minute, so it is cheap. EINVAL: a file system
   // that cannot sync (nothing to wait for).
-  if (written && ::fsync(::fileno(f)) != 0 && errno != EINVAL) written = false, err = errno;
+  if (durable && written && ::fsync(::fileno(f)) != 0 && errno != EINVAL) written = false, err = errno;
   if (std::fclose(f) != 0 && written) written = false, err = errno;
   if (!written) fail("write", err ? err : EIO);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename", errno);

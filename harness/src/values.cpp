@@ -53,8 +53,7 @@ json node_entry(const Program& p, size_t v, const RunResult& run, const Device& 
   if (!rec.ref_call) return e;
   try {
     const reference::RefResult exact = reference::evaluate(*rec.ref_call);
-    const bool bitwise = reference::compares_bitwise(op, exact.value.dtype);
-    const ErrorBound bound = bitwise ? ErrorBound{0, 0, true} : op.bound;
+    const ErrorBound bound = reference::bound_for(op, exact.value.dtype);
     std::vector<double> allowed;
     for (size_t i = 0; i < exact.magnitude.size(); ++i)
       allowed.push_back(reference::allowed_error(bound, exact.magnitude[i], exact.terms[i]));
@@ -62,7 +61,7 @@ json node_entry(const Program& p, size_t v, const RunResult& run, const Device& 
     e["magnitude"] = numbers(exact.magnitude);
     e["terms"] = exact.terms;
     e["allowed"] = numbers(allowed);
-    e["bound"] = {{"k_const", op.bound.k_const}, {"k_per_term", op.bound.k_per_term}, {"bitwise", bitwise},
+    e["bound"] = {{"k_const", op.bound.k_const}, {"k_per_term", op.bound.k_per_term}, {"bitwise", bound.bitwise},
                   {"same_bits", moves_data(op.family)}};
     if (auto m = reference::first_mismatch(op, exact, *rec.output))
       e["verdict"] = {{"ok", false}, {"element", m->index}, {"why", m->what}};
@@ -85,10 +84,7 @@ std::string values_json(const Program& p, const CheckOptions& opts) {
            {"values", json::array()}};
   for (const Device& d : devices) {
     out["devices"].push_back(d.str());
-    RunOptions ro;
-    ro.map_device = [d](Device) { return d; };
-    ro.check_side_effects = false;
-    const RunResult run = run_program(p, ro);
+    const RunResult run = run_on_device(p, d);
     for (size_t v = 0; v < p.values.size(); ++v) {
       if (p.values[v].is_input()) {
         json e{{"id", v}, {"op", "input"}, {"device", d.str()}, {"status", "ok"}};

@@ -274,6 +274,7 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.gen.max_nodes = o.max_nodes;
   c.gen.mismatches = !o.no_mismatch;
   c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
+  c.gen.extents = kernel_extents_of(c.devices);  // once, not for every program (campaign_program's fallback)
   if (!o.large_rate.empty()) {
     double r = -1;
     auto [end, ec] = std::from_chars(o.large_rate.data(), o.large_rate.data() + o.large_rate.size(), r);

@@ -43,6 +43,10 @@ Grid groups(uint64_t items, uint32_t local) { return grid_for((items + local - 1
 constexpr uint32_t kConvTermsPerPass = 16384;
 constexpr int64_t kMaxGroupRow = int64_t(1) << 22;
 
+// Whether rows of `len` elements, `rows` of them, are each walked by a workgroup of 256 (long rows, or fewer rows
+// than would fill the device) rather than one invocation per row: the reductions and softmax decide alike.
+bool workgroup_per_row(int64_t len, uint64_t rows) { return len >= 1024 || (len >= 64 && rows < 8192); }
+
 void check_row_length(const KernelCall& call, int64_t len) {
   if (len > kMaxGroupRow && ctx(call).props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
     throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
@@ -249,7 +253,7 @@ void reduce_kernel(const KernelCall& call) {
   if (call.args[1].present) a = split_at(x.shape, normalised_axis(call.args[1].i, x.shape.rank()));
   else a.len = x.numel;
   const uint64_t n_out = uint64_t(a.outer * a.inner);
-  const bool group = a.len >= 1024 || (a.len >= 64 && n_out < 8192);
+  const bool group = workgroup_per_row(a.len, n_out);
   check_row_length(call, a.len);
   struct {
     uint32_t n_out, r, inner;
@@ -265,7 +269,7 @@ void softmax_kernel(const KernelCall& call) {
   AxisSplit a = split_at(x.shape, normalised_axis(call.args[1].i, x.shape.rank()));
   check_row_length(call, a.len);
   const uint64_t rows = uint64_t(a.outer * a.inner);
-  const bool group = a.len >= 1024 || (a.len >= 64 && rows < 8192);  // as the reductions choose
+  const bool group = workgroup_per_row(a.len, rows);
   struct {
     uint32_t rows, r, inner;
   } p{uint32_t(rows), uint32_t(a.len), uint32_t(a.inner)};

@@ -483,11 +483,7 @@ TEST(Cli, GenerateWritesTheProgramsACampaignChecks) {
 TEST(Cli, ReplayValuesAreEnoughToRecheckARun) {
   fs::path d = temp_dir("values");
   fs::create_directories(d);
-  save_text_atomically((d / "add.program").string(),
-                       "crossfire-program 1\n"
-                       "input %0 f32 [2] cpu:0 = 0x1p+0 -0x1p+1\n"
-                       "input %1 f32 [2] cpu:0 = 0x1p-1 0x1p+0\n"
-                       "node %2 add lhs=%0 rhs=%1\n");
+  save_text_atomically((d / "add.program").string(), kSmallProgram);  // [1, -2] + [0.5, 1]
   Result r = run("replay " + (d / "add.program").string() + " --backends cpu:0 --values " + (d / "v.json").string());
   ASSERT_EQ(r.status, 0) << r.out;
   auto j = nlohmann::json::parse(read(d / "v.json"));
@@ -555,10 +551,7 @@ TEST(Cli, ReplayAndReduce) {
   fs::path d = temp_dir("replay");
   fs::create_directories(d);
   save_text_atomically((d / "ok.program").string(),
-                       "crossfire-program 1\n"
-                       "input %0 f32 [2] cpu:0 = 0x1p+0 -0x1p+1\n"
-                       "input %1 f32 [2] cpu:0 = 0x1p-1 0x1p+0\n"
-                       "node %2 add lhs=%0 rhs=%1\n"
+                       std::string(kSmallProgram) +
                        "node %3 neg x=%2\n"
                        "node %4 mul lhs=%3 rhs=%2\n");
   Result ok = run("replay " + (d / "ok.program").string() + " --backends cpu");

@@ -39,7 +39,8 @@ struct CampaignConfig {
 Program campaign_program(const CampaignConfig& c, uint64_t index);
 
 // The extents the devices' backends declare (Backend::kernel_extents()), sorted, each once: what large programs
-// draw their long axes from when GenConfig::extents is not given.
+// draw their long axes from when GenConfig::extents is not given (campaign_program then asks the backends for every
+// program; the command fills it in once).
 std::vector<int64_t> kernel_extents_of(const std::vector<Device>& devices);
 
 // That program as a file: comment lines naming the seed, the number and the devices it was generated for, then

@@ -105,6 +105,10 @@ struct RunResult {
 // harness's own work through, so that it is never recorded as a node's error.
 RunResult run_program(const Program& p, const RunOptions& opts);
 
+// The program with every device mapped to `d`, values read back, no side-effect snapshots: how the agreement and
+// gradient oracles and `replay --values` run it on one device.
+RunResult run_on_device(const Program& p, Device d);
+
 // Builds the tensor for an input on `device`.
 Tensor make_input(const InputDef& in, Device device);
 // Reference (f64) value of an input.

@@ -100,8 +100,10 @@ struct Program {
 std::string print_program(const Program& p);
 Program parse_program(std::string_view text);
 Program load_program(const std::string& path);  // ParseError names the file
-// Writes atomically (temp file + rename); raises std::runtime_error on I/O failure.
-void save_text_atomically(const std::string& path, std::string_view text);
+// Writes atomically (temp file + rename); raises std::runtime_error on I/O failure. `durable`: fsync before the
+// rename (reports, saved failures); false for files that can be made again and are written thousands of times a
+// second (`run --save-programs`).
+void save_text_atomically(const std::string& path, std::string_view text, bool durable = true);
 
 // Helpers.
 std::string format_float(double v);  // hex float, or inf/-inf/nan
