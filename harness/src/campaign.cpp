@@ -23,6 +23,7 @@
 
 #include "crossfire/harness/exit_status.hpp"
 #include "crossfire/harness/reduce.hpp"
+#include "crossfire/harness/report.hpp"
 
 namespace crossfire::harness {
 
@@ -88,6 +89,12 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+std::string devices_str(const std::vector<Device>& ds) {
+  std::string s;
+  for (const Device& d : ds) s += (s.empty() ? "" : ",") + d.str();
+  return s;
+}
+
 // The comment lines that open a generated program's file (program_file, save_generated).
 std::string program_header(const CampaignConfig& c, uint64_t index) {
   std::vector<Device> devs = c.gen.devices.empty() ? c.devices : c.gen.devices;
@@ -116,7 +123,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
   const CheckOptions opts = check_options(c);
-  for (uint64_t i = start; c.programs == 0 || i < c.programs; ++i) {
+  for (uint64_t i = start; c.programs == 0 || i < c.programs; i = c.next_index(i)) {
     if (!write_all(fd, json{{"t", "start"}, {"i", i}}.dump() + "\n")) ::_exit(0);
     Program p = campaign_program(c, i);
     if (!c.save_programs.empty() && i % c.save_every == 0) save_generated(c, i, p);
@@ -135,7 +142,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
     }
     json counts = json::array();
     for (const OracleCounts& k : r.counts)
-      counts.push_back({k.checked, k.failed, k.skipped_unsupported, k.skipped_other});
+      counts.push_back({k.checked, k.failed, k.skipped_unsupported, k.skipped_other, k.seconds});
     msg["counts"] = counts;
     json cov = json::object();
     for (const auto& [op, per] : r.coverage)
@@ -145,7 +152,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
     std::set<std::string> seen;
     for (const Failure& f : r.failures) {
       if (!seen.insert(f.signature()).second) continue;
-      json jf{{"oracle", oracle_name(f.oracle)}, {"node", f.node}, {"op", f.op}, {"what", f.what},
+      json jf{{"oracle", oracle_name(f.oracle)}, {"node", f.node}, {"op", f.op}, {"device", f.device}, {"what", f.what},
               {"detail", f.detail}, {"signature", f.signature()}, {"program", print_program(p)}};
       // Tell the supervisor before reducing, so a crash while reducing still leaves the original failure.
       write_all(fd, json{{"t", "reducing"}, {"i", i}, {"failure", jf}}.dump() + "\n");
@@ -160,7 +167,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
       }
       for (const Failure& g : rr.failures)
         if (g.signature() == f.signature()) {
-          jf["what"] = g.what, jf["detail"] = g.detail, jf["node"] = g.node;
+          jf["what"] = g.what, jf["detail"] = g.detail, jf["node"] = g.node, jf["device"] = g.device;
           break;
         }
       jf["reduced"] = print_program(red);
@@ -176,237 +183,42 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 
 // ---- the supervisor's state ------------------------------------------------------------------------------------
 
-struct SavedFailure {
-  json info;          // oracle, op, what, detail, signature, program, reduced
-  uint64_t program_index = 0;
-  uint64_t occurrences = 1;
-  std::string file;   // reduced program file, relative to out_dir
-};
-
-struct Totals {
-  uint64_t programs = 0, nodes = 0, crashes = 0, hangs = 0;
-  std::array<OracleCounts, kNumOracles> counts{};
-  std::map<std::string, std::map<std::string, std::array<uint64_t, 2>>> coverage;
-  std::vector<SavedFailure> failures;
-  std::map<std::string, size_t> by_signature;
-  uint64_t failed_programs = 0;
-  uint64_t harness_errors = 0;  // programs the harness itself could not check (saved with oracle "harness")
-  double seconds = 0;
-  bool interrupted = false;
-};
-
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
-std::string devices_str(const std::vector<Device>& ds) {
-  std::string s;
-  for (const Device& d : ds) s += (s.empty() ? "" : ",") + d.str();
-  return s;
-}
-
-uint64_t total_failures(const Totals& t) {
-  uint64_t n = 0;
-  for (const SavedFailure& f : t.failures) n += f.occurrences;
-  return n;
-}
-
-json report_json(const CampaignConfig& c, const Totals& t, bool complete) {
-  json j;
-  j["complete"] = complete;  // false: written while the campaign runs (it may yet be killed), true: the final one
-  j["seed"] = c.seed;
-  j["large_programs"] = {{"rate", c.gen.large_rate},
-                         {"extents", c.gen.extents.empty() ? kernel_extents_of(c.devices) : c.gen.extents},
-                         {"max_elements", c.gen.large_elements}};
-  j["seconds"] = t.seconds;
-  j["programs"] = t.programs;
-  j["nodes"] = t.nodes;
-  j["programs_per_second"] = t.seconds > 0 ? double(t.programs) / t.seconds : 0.0;
-  j["failures"] = total_failures(t);
-  j["distinct_failures"] = t.failures.size();
-  j["crashes"] = t.crashes;
-  j["hangs"] = t.hangs;
-  j["harness_errors"] = t.harness_errors;
-  j["interrupted"] = t.interrupted;
-  json backends = json::array();
+// What the report says before anything ran: the configuration, where and when, and the backends.
+CampaignReport initial_report(const CampaignConfig& c) {
+  CampaignReport r;
+  r.provenance = make_provenance(c.command);
+  for (const Device& d : c.devices) r.config.devices.push_back(d.str());
+  r.config.seed = c.seed;
+  r.config.oracles = c.oracles;
+  r.config.seconds_limit = c.seconds;
+  r.config.programs_limit = c.programs;
+  r.config.hang_seconds = c.hang_seconds;
+  r.config.shard = c.shard;
+  r.config.planted_fault = std::string(planted_fault_name(c.fault));
+  std::vector<std::string> ops;
+  for (OpId id : c.gen.ops) ops.emplace_back(op_def(id).name);
+  r.config.generator = {{"max_nodes", c.gen.max_nodes},
+                        {"mismatches", c.gen.mismatches},
+                        {"ops", ops},
+                        {"large_programs",
+                         {{"rate", c.gen.large_rate},
+                          {"extents", c.gen.extents.empty() ? kernel_extents_of(c.devices) : c.gen.extents},
+                          {"max_elements", c.gen.large_elements}}}};
   for (BackendKind k : kAllBackendKinds) {
     Backend& b = backend(k);
-    json jb{{"name", backend_name(k)}, {"available", b.available()}, {"devices", json::array()}};
-    if (!b.available()) jb["reason"] = b.unavailable_reason();
+    BackendStatus s{std::string(backend_name(k)), b.available(), b.available() ? "" : b.unavailable_reason(), {}};
     for (const Device& d : c.devices)
-      if (d.backend == k) jb["devices"].push_back(d.str());
-    backends.push_back(jb);
+      if (d.backend == k) s.devices.push_back(d.str());
+    r.backends.push_back(std::move(s));
   }
-  j["backends"] = backends;
-  json oracles = json::object();
-  for (OracleKind k : kAllOracles) {
-    const OracleCounts& n = t.counts[size_t(k)];
-    oracles[std::string(oracle_name(k))] = {{"enabled", c.oracles[size_t(k)]},
-                                            {"checked", n.checked},
-                                            {"failed", n.failed},
-                                            {"skipped_unsupported", n.skipped_unsupported},
-                                            {"skipped_other", n.skipped_other}};
-  }
-  j["oracles"] = oracles;
-  json fails = json::array();
-  for (const SavedFailure& f : t.failures) {
-    json jf = f.info;
-    jf["occurrences"] = f.occurrences;
-    jf["program_index"] = f.program_index;
-    jf["file"] = f.file;
-    fails.push_back(jf);
-  }
-  j["failure_list"] = fails;
-  json cov = json::object();
-  for (const auto& [op, per] : t.coverage)
-    for (const auto& [dev, n] : per) cov[op][dev] = {{"checked", n[0]}, {"unsupported", n[1]}};
-  j["coverage"] = cov;
-  return j;
-}
-
-std::string junit_xml(const CampaignConfig& c, const Totals& t, bool complete) {
-  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  uint64_t tests = 0, failures = 0;
-  std::string cases;
-  for (OracleKind k : kAllOracles) {
-    if (!c.oracles[size_t(k)]) continue;
-    ++tests;
-    std::string body;
-    for (const SavedFailure& f : t.failures)
-      if (f.info.value("oracle", "") == oracle_name(k)) {
-        body += fmt::format("    <failure message=\"{}\" type=\"{}\">{}\n{}</failure>\n",
-                            html_escape(f.info.value("what", "")), html_escape(f.info.value("signature", "")),
-                            html_escape(f.info.value("detail", "")), html_escape(f.info.value("reduced", "")));
-      }
-    if (!body.empty()) ++failures;
-    cases += fmt::format("  <testcase classname=\"crossfire.{}\" name=\"{}\" time=\"{:.3f}\">\n{}  </testcase>\n",
-                         oracle_name(k), oracle_name(k), t.seconds, body);
-  }
-  // The supervisor's findings (a crash or hang of the code under test: <failure>) and the harness's own errors (the
-  // check did not run, which is no finding about the code: <error>), each as one test case of its saved programs.
-  auto program_case = [&](const char* oracle, const char* element, const char* name) {
-    std::string body;
-    for (const SavedFailure& f : t.failures)
-      if (f.info.value("oracle", "") == oracle)
-        body += fmt::format("    <{} message=\"{}\">{}</{}>\n", element, html_escape(f.info.value("what", "")),
-                            html_escape(f.info.value("program", "")), element);
-    ++tests;
-    cases += fmt::format("  <testcase classname=\"crossfire.{}\" name=\"{}\" time=\"{:.3f}\">\n{}  </testcase>\n",
-                         oracle, name, t.seconds, body);
-    return !body.empty();
-  };
-  if (program_case("supervisor", "failure", "no crash or hang")) ++failures;
-  const bool harness_failed = program_case("harness", "error", "every program checked");
-  const int errors = harness_failed ? 1 : 0;
-  x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n", tests, failures,
-                   errors, t.seconds);
-  x += fmt::format("<testsuite name=\"crossfire\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
-                   tests, failures, errors,
-                   t.seconds);
-  x += fmt::format("  <properties><property name=\"seed\" value=\"{}\"/><property name=\"programs\" value=\"{}\"/>"
-                   "<property name=\"devices\" value=\"{}\"/><property name=\"complete\" value=\"{}\"/>"
-                   "<property name=\"interrupted\" value=\"{}\"/></properties>\n",
-                   c.seed, t.programs, devices_str(c.devices), complete, t.interrupted);
-  x += cases + "</testsuite>\n</testsuites>\n";
-  return x;
-}
-
-std::string report_html(const CampaignConfig& c, const Totals& t, bool complete) {
-  std::string h = R"(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>crossfire campaign</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}
-th{background:#f0f0f0}td.l,th.l{text-align:left}.bad{color:#b00;font-weight:bold}.good{color:#070;font-weight:bold}
-pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{color:#888}
-</style></head><body>
-)";
-  uint64_t nf = total_failures(t);
-  h += fmt::format("<h1>crossfire campaign: <span class=\"{}\">{}</span></h1>\n", nf ? "bad" : "good",
-                   nf ? fmt::format("{} failure{}", nf, nf == 1 ? "" : "s") : std::string("no failures"));
-  h += fmt::format("<p>seed {} &middot; {:.1f} s &middot; {} programs ({} nodes) &middot; {:.1f} programs/s &middot; "
-                   "devices {}{}{}</p>\n",
-                   c.seed, t.seconds, t.programs, t.nodes, t.seconds > 0 ? double(t.programs) / t.seconds : 0.0,
-                   html_escape(devices_str(c.devices)), t.interrupted ? " &middot; <b>interrupted</b>" : "",
-                   complete ? "" : " &middot; <b>in progress</b> (this report is rewritten as the campaign runs)");
-  h += "<h2>Oracles</h2>\n<table><tr><th class=l>oracle</th><th>checked</th><th>failed</th><th>skipped "
-       "(unsupported)</th><th>skipped (other)</th></tr>\n";
-  for (OracleKind k : kAllOracles) {
-    const OracleCounts& n = t.counts[size_t(k)];
-    h += fmt::format("<tr><td class=l>{}{}</td><td>{}</td><td class=\"{}\">{}</td><td class=skip>{}</td><td "
-                     "class=skip>{}</td></tr>\n",
-                     oracle_name(k), c.oracles[size_t(k)] ? "" : " (off)", n.checked, n.failed ? "bad" : "", n.failed,
-                     n.skipped_unsupported, n.skipped_other);
-  }
-  h += fmt::format("<tr><td class=l>supervisor</td><td>{}</td><td class=\"{}\">{}</td><td></td><td></td></tr>\n",
-                   t.programs, t.crashes + t.hangs ? "bad" : "", t.crashes + t.hangs);
-  h += "</table>\n<h2>Failures</h2>\n";
-  if (t.failures.empty()) h += "<p>None.</p>\n";
-  for (const SavedFailure& f : t.failures) {
-    h += fmt::format("<h3>{} &middot; {}</h3>\n<p>{}</p>\n<p>{}</p>\n<p>seen {} time{}; first in program #{}; saved as "
-                     "<code>{}</code></p>\n<pre>{}</pre>\n",
-                     html_escape(f.info.value("oracle", "")), html_escape(f.info.value("op", "")),
-                     html_escape(f.info.value("what", "")), html_escape(f.info.value("detail", "")), f.occurrences,
-                     f.occurrences == 1 ? "" : "s", f.program_index, html_escape(f.file),
-                     html_escape(f.info.value("reduced", f.info.value("program", ""))));
-  }
-  // Coverage: per op and device, checked and unsupported node runs.
-  std::vector<std::string> devs;
-  for (const Device& d : c.devices) devs.push_back(d.str());
-  h += "<h2>Coverage</h2>\n<p>Node runs per op and device in the agreement oracle: checked / unsupported.</p>\n"
-       "<table><tr><th class=l>op</th>";
-  for (const std::string& d : devs) h += "<th>" + html_escape(d) + "</th>";
-  h += "</tr>\n";
-  for (int i = 0; i < kNumOps; ++i) {
-    std::string op(kOpTable[size_t(i)].name);
-    h += "<tr><td class=l>" + op + "</td>";
-    auto it = t.coverage.find(op);
-    for (const std::string& d : devs) {
-      std::array<uint64_t, 2> n{0, 0};
-      if (it != t.coverage.end())
-        if (auto jt = it->second.find(d); jt != it->second.end()) n = jt->second;
-      h += fmt::format("<td>{} / <span class=skip>{}</span></td>", n[0], n[1]);
-    }
-    h += "</tr>\n";
-  }
-  h += "</table>\n</body></html>\n";
-  return h;
-}
-
-// Writes every report, each on its own, so one that cannot be written (a full disk) does not keep the others from
-// being tried. Returns one line per report that could not be written. report.json, the one tools poll for, is
-// written last: whoever sees a report.json sees junit.xml and report.html of the same write (or a later one).
-std::vector<std::string> write_reports(const CampaignConfig& c, const Totals& t, bool complete) {
-  std::vector<std::string> errors;
-  if (c.out_dir.empty()) return errors;
-  auto save = [&](const char* name, const auto& render) {
-    try {
-      save_text_atomically(c.out_dir + "/" + name, render());
-    } catch (const std::exception& e) {
-      errors.push_back(e.what());
-    }
-  };
-  save("junit.xml", [&] { return junit_xml(c, t, complete); });
-  save("report.html", [&] { return report_html(c, t, complete); });
-  save("report.json", [&] { return report_json(c, t, complete).dump(2) + "\n"; });
-  return errors;
+  return r;
 }
 
 // The reports while the campaign runs (`"complete": false`): at the start, after each new failure and every 10 s,
 // so a campaign killed at any point (SIGKILL, a lost machine) leaves recent ones. A failure to write them is told
 // once (`warned`), not every 10 s; the campaign goes on, since the final write may yet succeed.
-void write_progress_reports(const CampaignConfig& c, const Totals& t, bool& warned) {
-  std::vector<std::string> errors = write_reports(c, t, /*complete=*/false);
+void write_progress_reports(const CampaignConfig& c, const CampaignReport& t, bool& warned) {
+  std::vector<std::string> errors = write_reports(c.out_dir, t);
   if (errors.empty() || warned) return;
   for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s (the campaign goes on)\n", e.c_str());
   warned = true;
@@ -414,15 +226,15 @@ void write_progress_reports(const CampaignConfig& c, const Totals& t, bool& warn
 
 // Records a failure the worker found or the supervisor saw; true when it is a new one (not seen before in this
 // campaign), whose program is now saved.
-bool record_failure(const CampaignConfig& c, Totals& t, json info, uint64_t index) {
+bool record_failure(const CampaignConfig& c, CampaignReport& t, json info, uint64_t index, double seconds) {
   std::string sig = info.value("signature", "");
-  t.failed_programs++;
-  if (auto it = t.by_signature.find(sig); it != t.by_signature.end()) {
-    t.failures[it->second].occurrences++;
+  if (FailureRecord* seen = t.find(sig)) {
+    seen->occurrences++;
     return false;
   }
-  SavedFailure f;
+  FailureRecord f;
   f.program_index = index;
+  f.seconds = seconds;
   f.file = fmt::format("failures/failure-{:03}-{}-{}.program", t.failures.size() + 1, info.value("oracle", ""),
                        info.value("op", "").empty() ? "program" : info.value("op", ""));
   if (!c.out_dir.empty()) {
@@ -441,14 +253,13 @@ bool record_failure(const CampaignConfig& c, Totals& t, json info, uint64_t inde
     }
   }
   f.info = std::move(info);
-  t.by_signature[sig] = t.failures.size();
   t.failures.push_back(std::move(f));
   return true;
 }
 
-std::string progress_line(const Totals& t, double secs) {
+std::string progress_line(const CampaignReport& t, double secs) {
   std::string s = fmt::format("[{:6.1f}s] {} programs ({:.1f}/s) | failures {}", secs, t.programs,
-                              secs > 0 ? double(t.programs) / secs : 0.0, total_failures(t));
+                              secs > 0 ? double(t.programs) / secs : 0.0, t.total_failures());
   for (OracleKind k : kAllOracles)
     s += fmt::format(" | {} {}/{}", oracle_name(k), t.counts[size_t(k)].checked - t.counts[size_t(k)].failed,
                      t.counts[size_t(k)].checked);
@@ -464,7 +275,8 @@ struct Worker {
   std::string buf;                // the start of a message not yet complete
   bool in_flight = false;         // between a program's "start" and its "done"
   uint64_t in_flight_index = 0;
-  double in_flight_since = 0;
+  double in_flight_since = 0;     // since its start, or since the reducer started (what a hang is timed from)
+  double program_started = 0;
   std::optional<json> reducing;   // the failure it is reducing, while it is
 };
 
@@ -497,12 +309,13 @@ Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
 }
 
 // Adds a finished program's counts and coverage to the totals.
-void add_counts(Totals& t, const json& m) {
+void add_counts(CampaignReport& t, const json& m) {
   t.programs++;
   t.nodes += m.value("nodes", 0);
   for (size_t k = 0; k < kNumOracles; ++k) {
     const json& a = m["counts"][k];
-    t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>()});
+    t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>(),
+                     a[4].get<double>()});
   }
   for (auto& [op, per] : m["coverage"].items())
     for (auto& [dev, n] : per.items()) {
@@ -519,14 +332,14 @@ struct MessageEffect {
 };
 
 // Applies one message from the worker; `next` becomes the program a fresh worker would start at.
-MessageEffect handle_message(const CampaignConfig& c, Totals& t, Worker& w, const json& m, double now,
+MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Worker& w, const json& m, double now,
                              uint64_t& next) {
   MessageEffect effect;
   std::string type = m.value("t", "");
   if (type == "start") {
     w.in_flight = true;
     w.in_flight_index = m["i"].get<uint64_t>();
-    w.in_flight_since = now;
+    w.in_flight_since = w.program_started = now;
     w.reducing.reset();
   } else if (type == "reducing") {
     w.reducing = m["failure"];
@@ -534,19 +347,19 @@ MessageEffect handle_message(const CampaignConfig& c, Totals& t, Worker& w, cons
   } else if (type == "done") {
     uint64_t i = m["i"].get<uint64_t>();
     add_counts(t, m);
-    for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i);
+    for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i, now - w.program_started);
     if (m.contains("harness_error")) {
       t.harness_errors++;
       const std::string what = m["harness_error"].get<std::string>();
-      json info{{"oracle", "harness"}, {"op", ""}, {"node", -1}, {"what", "harness error: " + what},
+      json info{{"oracle", "harness"}, {"op", ""}, {"device", ""}, {"node", -1}, {"what", "harness error: " + what},
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("harness||{}", what.substr(0, what.find(':')))},
                 {"program", m.value("program", "")}};
-      effect.new_failure |= record_failure(c, t, info, i);
+      effect.new_failure |= record_failure(c, t, info, i, now - w.program_started);
     }
     w.in_flight = false;
     w.reducing.reset();
-    next = i + 1;
+    next = c.next_index(i);
   } else if (type == "finished") {
     effect.finished = true;
   }
@@ -554,7 +367,8 @@ MessageEffect handle_message(const CampaignConfig& c, Totals& t, Worker& w, cons
 }
 
 // The worker died or hung in the middle of a program: a failure, with the program saved. True when it is new.
-bool record_worker_death(const CampaignConfig& c, Totals& t, const Worker& w, int status, bool hang) {
+bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worker& w, int status, bool hang,
+                         double now) {
   uint64_t i = w.in_flight_index;
   (hang ? t.hangs : t.crashes)++;
   json info;
@@ -567,23 +381,23 @@ bool record_worker_death(const CampaignConfig& c, Totals& t, const Worker& w, in
                                                                WTERMSIG(status), strsignal(WTERMSIG(status)))
                                                  : fmt::format("crash: worker exited with status {}",
                                                                WEXITSTATUS(status));
-    info = json{{"oracle", "supervisor"}, {"op", ""}, {"node", -1}, {"what", why},
+    info = json{{"oracle", "supervisor"}, {"op", ""}, {"device", devices_str(c.devices)}, {"node", -1}, {"what", why},
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
                 {"program", print_program(campaign_program(c, i))}};
   }
   t.programs++;
-  return record_failure(c, t, info, i);
+  return record_failure(c, t, info, i, now - w.program_started);
 }
 
 // Runs workers until the campaign is over (its time or programs are done, or a stop signal came), restarting one
 // after each crash or hang; the totals, with `interrupted` set when a signal stopped it.
-Totals supervise(const CampaignConfig& c) {
+CampaignReport supervise(const CampaignConfig& c) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const bool live = c.progress < 0 ? ::isatty(2) != 0 : c.progress == 1;
-  Totals t;
+  CampaignReport t = initial_report(c);
   StopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
   double last_print = 0, last_report = 0;
@@ -595,13 +409,13 @@ Totals supervise(const CampaignConfig& c) {
   };
   progress_reports();  // a campaign killed in its first seconds still leaves reports
 
-  uint64_t next = 0;  // the next program a fresh worker starts at
+  uint64_t next = c.shard.index;  // the next program a fresh worker starts at
   bool finished = false;
   while (!finished && !g_interrupted) {
     Worker w = start_worker(c, next, elapsed());
     bool worker_done = false, killed_for_hang = false, stop = false;
     while (!worker_done) {
-      stop = g_interrupted || (c.seconds > 0 && elapsed() >= c.seconds) || (c.programs > 0 && t.programs >= c.programs);
+      stop = g_interrupted || (c.seconds > 0 && elapsed() >= c.seconds) || (c.programs > 0 && t.programs >= c.programs_in_shard());
       if (stop) break;
       pollfd pfd{w.fd, POLLIN, 0};
       if (::poll(&pfd, 1, 100) > 0) {
@@ -648,8 +462,8 @@ Totals supervise(const CampaignConfig& c) {
     }
     ::waitpid(w.pid, &status, 0);
     if (!w.in_flight) break;  // exited between programs (cannot happen unless killed from outside)
-    if (record_worker_death(c, t, w, status, killed_for_hang)) progress_reports();
-    next = w.in_flight_index + 1;
+    if (record_worker_death(c, t, w, status, killed_for_hang, elapsed())) progress_reports();
+    next = c.next_index(w.in_flight_index);
     if (c.programs > 0 && next >= c.programs) break;
   }
   t.seconds = elapsed();
@@ -658,7 +472,7 @@ Totals supervise(const CampaignConfig& c) {
   return t;
 }
 
-void print_summary(const CampaignConfig& c, const Totals& t) {
+void print_summary(const CampaignConfig& c, const CampaignReport& t) {
   std::printf("\n%-10s %10s %8s %22s %16s\n", "oracle", "checked", "failed", "skipped (unsupported)",
               "skipped (other)");
   for (OracleKind k : kAllOracles) {
@@ -678,7 +492,7 @@ void print_summary(const CampaignConfig& c, const Totals& t) {
     return;
   }
   std::printf("\n%zu distinct failure(s):\n", t.failures.size());
-  for (const SavedFailure& f : t.failures)
+  for (const FailureRecord& f : t.failures)
     std::printf("  [%s] %s: %s (x%llu)%s%s\n", f.info.value("oracle", "").c_str(), f.info.value("op", "").c_str(),
                 f.info.value("what", "").c_str(), (unsigned long long)f.occurrences,
                 c.out_dir.empty() ? "" : "\n      saved: ", c.out_dir.empty() ? "" : (c.out_dir + "/" + f.file).c_str());
@@ -687,7 +501,7 @@ void print_summary(const CampaignConfig& c, const Totals& t) {
 // The highest status that applies wins (docs/cli.md): a run whose final reports are lost, or that was cut short,
 // must read as such even when it found failures, so a CI job takes neither for a complete record (and a run that
 // lost its reports is never read as clean).
-int campaign_exit_status(const CampaignConfig& c, const Totals& t, bool reports_written) {
+int campaign_exit_status(const CampaignConfig& c, const CampaignReport& t, bool reports_written) {
   if (!reports_written || t.harness_errors > 0) return kExitInternal;
   if (t.interrupted) return kExitInterrupted;
   if (!t.failures.empty()) return kExitFailures;
@@ -779,10 +593,11 @@ std::vector<std::string> remove_earlier_run(const std::string& dir) {
 }
 
 int run_campaign(const CampaignConfig& c) {
-  Totals t = supervise(c);
+  CampaignReport t = supervise(c);
+  t.complete = true;
   print_summary(c, t);
   std::fflush(stdout);  // the summary before any error about the reports
-  std::vector<std::string> errors = write_reports(c, t, /*complete=*/true);
+  std::vector<std::string> errors = write_reports(c.out_dir, t);
   for (const std::string& e : errors) std::fprintf(stderr, "crossfire: %s\n", e.c_str());
   if (!c.out_dir.empty() && errors.empty())
     std::printf("reports: %s/report.json, junit.xml, report.html\n", c.out_dir.c_str());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -28,17 +29,31 @@ std::optional<OracleKind> parse_oracle(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+constexpr std::pair<std::string_view, PlantedFault> kPlantedFaults[] = {
+    {"none", PlantedFault::none},
+    {"drop_last_offender", PlantedFault::drop_last_offender},
+    {"swallow_mismatch", PlantedFault::swallow_mismatch},
+    {"perturb_float_output", PlantedFault::perturb_float_output},
+    {"flip_exact_output", PlantedFault::flip_exact_output},
+    {"scale_gradient", PlantedFault::scale_gradient},
+    {"skew_gradient", PlantedFault::skew_gradient},
+    {"overflow_gradient", PlantedFault::overflow_gradient},
+    {"accept_bad_input", PlantedFault::accept_bad_input},
+    {"harness_out_of_memory", PlantedFault::harness_out_of_memory},
+};
+}  // namespace
+
 PlantedFault parse_planted_fault(std::string_view n) {
-  if (n == "drop_last_offender") return PlantedFault::drop_last_offender;
-  if (n == "swallow_mismatch") return PlantedFault::swallow_mismatch;
-  if (n == "perturb_float_output") return PlantedFault::perturb_float_output;
-  if (n == "flip_exact_output") return PlantedFault::flip_exact_output;
-  if (n == "scale_gradient") return PlantedFault::scale_gradient;
-  if (n == "skew_gradient") return PlantedFault::skew_gradient;
-  if (n == "overflow_gradient") return PlantedFault::overflow_gradient;
-  if (n == "accept_bad_input") return PlantedFault::accept_bad_input;
-  if (n == "harness_out_of_memory") return PlantedFault::harness_out_of_memory;
+  for (const auto& [name, fault] : kPlantedFaults)
+    if (name == n) return fault;
   return PlantedFault::none;
+}
+
+std::string_view planted_fault_name(PlantedFault f) {
+  for (const auto& [name, fault] : kPlantedFaults)
+    if (fault == f) return name;
+  return "none";
 }
 
 std::string Failure::signature() const {
@@ -218,25 +233,36 @@ class Checker {
   }
 
   void run() {
-    if (o_.enabled[size_t(OracleKind::contract)]) contract();
+    if (o_.enabled[size_t(OracleKind::contract)]) timed(OracleKind::contract, [&] { contract(); });
     std::vector<RunResult> runs;
-    const bool need_runs = o_.enabled[size_t(OracleKind::agreement)] || o_.enabled[size_t(OracleKind::gradients)] ||
-                           o_.enabled[size_t(OracleKind::bad_input)];
-    if (o_.fault == PlantedFault::harness_out_of_memory && need_runs) throw std::bad_alloc();
-    if (need_runs)
-      for (const Device& d : devices_) runs.push_back(run_on_device(p_, d));
-    if (o_.enabled[size_t(OracleKind::agreement)]) agreement(runs);
-    if (o_.enabled[size_t(OracleKind::gradients)]) gradients(runs);
-    if (o_.enabled[size_t(OracleKind::bad_input)] && !runs.empty()) bad_input(runs[0], devices_[0]);
+    std::optional<OracleKind> runs_for;  // the first enabled oracle of those that share the runs
+    for (OracleKind k : {OracleKind::agreement, OracleKind::gradients, OracleKind::bad_input})
+      if (!runs_for && o_.enabled[size_t(k)]) runs_for = k;
+    if (o_.fault == PlantedFault::harness_out_of_memory && runs_for) throw std::bad_alloc();
+    if (runs_for)
+      timed(*runs_for, [&] {
+        for (const Device& d : devices_) runs.push_back(run_on_device(p_, d));
+      });
+    if (o_.enabled[size_t(OracleKind::agreement)]) timed(OracleKind::agreement, [&] { agreement(runs); });
+    if (o_.enabled[size_t(OracleKind::gradients)]) timed(OracleKind::gradients, [&] { gradients(runs); });
+    if (o_.enabled[size_t(OracleKind::bad_input)] && !runs.empty())
+      timed(OracleKind::bad_input, [&] { bad_input(runs[0], devices_[0]); });
   }
 
  private:
   OracleCounts& counts(OracleKind k) { return r_.counts[size_t(k)]; }
-  void fail(OracleKind k, int node, std::string what, std::string detail) {
+  template <class F>
+  void timed(OracleKind k, F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    counts(k).seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // `device`: where it failed ("cpu:0"; "cpu:0 vs vulkan:0" when two devices disagree).
+  void fail(OracleKind k, int node, std::string device, std::string what, std::string detail) {
     counts(k).failed++;
     Failure f{k, node, node >= 0 && !p_.values[size_t(node)].is_input()
-                           ? std::string(op_def(p_.values[size_t(node)].node().op).name) : "", std::move(what),
-              std::move(detail)};
+                           ? std::string(op_def(p_.values[size_t(node)].node().op).name) : "", std::move(device),
+              std::move(what), std::move(detail)};
     r_.failures.push_back(std::move(f));
   }
   std::string op_of(size_t v) const {
@@ -276,7 +302,7 @@ class Checker {
       if (diff.empty() && rec.error && !rec.side_effects_ok)
         diff = fmt::format("side effect after {}: {}", error_kind_name(rec.error->kind), rec.side_effect_detail);
       if (!diff.empty()) {
-        fail(OracleKind::contract, int(v), diff, fmt::format("node %{} ({}) with the program's own devices", v, op_of(v)));
+        fail(OracleKind::contract, int(v), pred_[v].device.str(), diff, fmt::format("node %{} ({}) with the program's own devices", v, op_of(v)));
         row(int(v), pred_[v].device.str(), "FAIL", diff);
       } else {
         row(int(v), pred_[v].device.str(), pred_[v].mismatch ? "expected DeviceMismatch" : "ok", "contract");
@@ -314,7 +340,8 @@ class Checker {
           std::string what = fmt::format("valid call raised on {}: {}: {}", dev, error_kind_name(rec.error->kind),
                                          rec.error->message);
           counts(OracleKind::agreement).checked++;
-          if (!reported) fail(OracleKind::agreement, int(v), what, fmt::format("node %{} ({}) on {}", v, op.name, dev));
+          if (!reported)
+            fail(OracleKind::agreement, int(v), dev, what, fmt::format("node %{} ({}) on {}", v, op.name, dev));
           reported = true;
           row(int(v), dev, "FAIL", what);
           continue;
@@ -351,7 +378,7 @@ class Checker {
                                          m->index, format_float(m->got), dev, format_float(m->exact),
                                          format_float(m->allowed), m->why);
           if (!reported)
-            fail(OracleKind::agreement, int(v), what,
+            fail(OracleKind::agreement, int(v), dev, what,
                  fmt::format("first disagreeing node %{} ({}) on {}; bound k_const={} k_per_term={} bitwise={}", v,
                              op.name, dev, op.bound.k_const, op.bound.k_per_term, op.bound.bitwise));
           reported = true;
@@ -374,7 +401,8 @@ class Checker {
           counts(OracleKind::agreement).checked++;
           if (!(oa.shape == rb.output->shape) || oa.values.size() != rb.output->values.size()) {
             if (!reported)
-              fail(OracleKind::agreement, int(v), "devices disagree: shapes differ",
+              fail(OracleKind::agreement, int(v), devices_[a].str() + " vs " + devices_[b].str(),
+                   "devices disagree: shapes differ",
                    fmt::format("%{} ({}): {} {} vs {} {}", v, op.name, devices_[a].str(), oa.shape.str(),
                                devices_[b].str(), rb.output->shape.str()));
             reported = true;
@@ -385,7 +413,7 @@ class Checker {
             // Data movement must copy bits (a zero's sign, a NaN's payload); other exact ops compare values.
             if (same_bits(x, y) || (!moves_data(op.family) && std::isnan(x) && std::isnan(y))) continue;
             if (!reported)
-              fail(OracleKind::agreement, int(v),
+              fail(OracleKind::agreement, int(v), devices_[a].str() + " vs " + devices_[b].str(),
                    fmt::format("devices disagree: element {} is {} on {} and {} on {} (exact op, same inputs)", i,
                                format_float(x), devices_[a].str(), format_float(y), devices_[b].str()),
                    fmt::format("first disagreeing node %{} ({}); bound: bitwise", v, op.name));
@@ -518,7 +546,7 @@ class Checker {
           counts(OracleKind::gradients).skipped_unsupported++;
         } else {
           counts(OracleKind::gradients).checked++;
-          fail(OracleKind::gradients, root, fmt::format("backward raised on {}: {}: {}", devices_[di].str(),
+          fail(OracleKind::gradients, root, devices_[di].str(), fmt::format("backward raised on {}: {}: {}", devices_[di].str(),
                                                         error_kind_name(e.kind()), e.what()),
                "");
           return;
@@ -661,7 +689,7 @@ class Checker {
         for (size_t i = 0; i < ga.size() && i < gb.size(); ++i) {
           double tol = 1e-2 * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
           if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol) {
-            fail(OracleKind::gradients, root,
+            fail(OracleKind::gradients, root, devices_[*first].str() + " vs " + devices_[di].str(),
                  // (The value ids come after the first colon: Failure::signature() must not change when the
                  // reducer renumbers values.)
                  fmt::format("devices disagree on a gradient: d(sum %{})/d%{}, element {} is {} on {} and {} on {}",
@@ -752,7 +780,7 @@ class Checker {
           double tol = 1e-2 * std::fabs(fd) + 1e-3 * (1 + std::fabs(fd));
           counts(OracleKind::gradients).checked++;
           if (!std::isfinite(g) || std::fabs(g - fd) > tol) {
-            fail(OracleKind::gradients, root,
+            fail(OracleKind::gradients, root, devices_[di].str(),
                  fmt::format("gradient disagrees with f64 central differences: d(sum %{})/d%{}[{}] is {} on {}, finite "
                              "differences give {}",
                              root, leaf, i, format_float(g), devices_[di].str(), format_float(fd)),
@@ -930,7 +958,7 @@ class Checker {
         else if (!(before == after))
           diff = fmt::format("side effect after {} for {}", error_kind_name(want), what);
         if (!diff.empty()) {
-          fail(OracleKind::bad_input, int(v), diff, fmt::format("node %{} ({}) on {}", v, op.name, d.str()));
+          fail(OracleKind::bad_input, int(v), d.str(), diff, fmt::format("node %{} ({}) on {}", v, op.name, d.str()));
           return;
         }
         break;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <optional>
@@ -13,11 +14,14 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "crossfire/harness/campaign.hpp"
 #include "crossfire/harness/exit_status.hpp"
 #include "crossfire/harness/reduce.hpp"
+#include "crossfire/harness/report.hpp"
 #include "crossfire/harness/values.hpp"
+#include "crossfire/version.hpp"
 
 using namespace crossfire;
 using namespace crossfire::harness;
@@ -94,6 +98,25 @@ double parse_seconds(const char* option, const std::string& text) {
   return v;
 }
 
+// `--shard I/N`: 0 <= I < N, both whole numbers.
+Shard parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  const auto bad = [&](const std::string& why) {
+    return UsageError(fmt::format("--shard: `{}` {} (want I/N with 0 <= I < N, e.g. 0/4)", printable(text), why));
+  };
+  if (slash == std::string::npos) throw bad("is not I/N");
+  uint64_t i = 0, n = 0;
+  try {
+    i = parse_unsigned("--shard", text.substr(0, slash));
+    n = parse_unsigned("--shard", text.substr(slash + 1));
+  } catch (const UsageError&) {
+    throw bad("is not two whole numbers");
+  }
+  if (n == 0) throw bad("splits the campaign into 0 shards");
+  if (i >= n) throw bad(fmt::format("names shard {} of {}, but shards are numbered 0 to {}", i, n, n - 1));
+  return {i, n};
+}
+
 // parse_planted_fault reads every unknown name as `none`, which would silently plant nothing: a test that meant to
 // prove an oracle catches a fault would pass without one.
 PlantedFault planted_fault(const std::string& name) {
@@ -159,6 +182,24 @@ std::array<bool, kNumOracles> select_oracles(const std::vector<std::string>& ite
   return on;
 }
 
+// `backends --json`: every backend, available or not (with why), and its devices, for jobs that gate on them.
+int cmd_backends_json() {
+  nlohmann::json j = nlohmann::json::array();
+  for (BackendKind k : kAllBackendKinds) {
+    Backend& b = backend(k);
+    nlohmann::json jb{{"name", backend_name(k)}, {"available", b.available()}, {"devices", nlohmann::json::array()}};
+    if (!b.available()) jb["reason"] = b.unavailable_reason();
+    for (int i = 0; b.available() && i < b.device_count(); ++i) {
+      DeviceInfo info = b.device_info(i);
+      jb["devices"].push_back({{"device", Device{k, uint8_t(i)}.str()}, {"type", info.type}, {"name", info.name},
+                               {"driver", info.driver}});
+    }
+    j.push_back(jb);
+  }
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return 0;
+}
+
 int cmd_backends() {
   std::printf("%-10s %-8s %-11s %-10s %s\n", "device", "backend", "available", "type", "name / reason");
   for (BackendKind k : kAllBackendKinds) {
@@ -176,6 +217,42 @@ int cmd_backends() {
     }
   }
   return 0;
+}
+
+// `crossfire merge DIR... --out OUT`: the shards' reports added up, written to OUT as a campaign's are.
+int cmd_merge(const std::vector<std::string>& dirs, const std::string& out, std::vector<std::string> command) {
+  if (std::string why = check_out_dir(out); !why.empty()) throw UsageError("--out: " + why);
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(d, out, ec))
+      throw UsageError(fmt::format("--out {} is one of the shards' directories; merge into a new one", out));
+  }
+  remove_earlier_run(out);
+  CampaignReport m;
+  try {
+    m = merge_reports(dirs, out);
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
+  }
+  m.provenance.command = std::move(command);
+  for (const std::string& e : write_reports(out, m)) throw std::runtime_error(e);
+  std::printf("merged %zu shard report%s: %llu programs, %llu failure%s (%zu distinct)%s\nreports: %s/report.json, "
+              "junit.xml, report.html\n",
+              dirs.size(), dirs.size() == 1 ? "" : "s", (unsigned long long)m.programs,
+              (unsigned long long)m.total_failures(), m.total_failures() == 1 ? "" : "s", m.failures.size(),
+              m.shards.size() < m.shards.front().shard.count
+                  ? fmt::format("; {} of {} shards", m.shards.size(), m.shards.front().shard.count).c_str()
+                  : "",
+              out.c_str());
+  // A shard interrupted, still running or missing leaves a record of less than the campaign: status 3, as for a
+  // campaign cut short (docs/cli.md).
+  const bool partial = m.interrupted || !m.complete || m.shards.size() < m.shards.front().shard.count;
+  if (partial)
+    std::fprintf(stderr, "crossfire: merge: the merged record is partial (a shard interrupted, incomplete or "
+                         "missing; report.html lists them)\n");
+  if (m.harness_errors > 0) return kExitInternal;
+  if (partial) return kExitInterrupted;
+  return m.failures.empty() ? kExitClean : kExitFailures;
 }
 
 void print_table(const ProgramReport& r) {
@@ -208,7 +285,7 @@ constexpr const char* kExitStatusHelp =
 // `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
-  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate;
+  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate, shard;
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
@@ -239,6 +316,8 @@ void add_run_options(CLI::App* cmd, RunArgs& o) {
   o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
   cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs (created with its parents; an "
                                       "earlier run's reports and failures there are removed)");
+  cmd->add_option("--shard", o.shard, "Run shard I of N: programs I, I+N, I+2N, ... of the seed (merge the shards' "
+                                      "reports with `crossfire merge`)")->type_name("I/N");
   cmd->add_option("--hang-seconds", o.hang_seconds, "A program running longer than this is a hang (default 60)")
       ->type_name("SECONDS");
   cmd->add_option("--save-programs", o.save_programs, "Keep the generated programs in this directory "
@@ -275,6 +354,7 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.gen.mismatches = !o.no_mismatch;
   c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
   c.gen.extents = kernel_extents_of(c.devices);  // once, not for every program (campaign_program's fallback)
+  if (!o.shard.empty()) c.shard = parse_shard(o.shard);
   if (!o.large_rate.empty()) {
     double r = -1;
     auto [end, ec] = std::from_chars(o.large_rate.data(), o.large_rate.data() + o.large_rate.size(), r);
@@ -315,7 +395,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(kExitStatusHelp);
 
+  app.set_version_flag("--version", fmt::format("crossfire {}{}", kVersion,
+                                                 build_commit().empty() ? "" : fmt::format(" ({})", build_commit())));
   auto* backends_cmd = app.add_subcommand("backends", "List every backend and device, with the reason when unavailable");
+  bool backends_json = false;
+  backends_cmd->add_flag("--json", backends_json, "As JSON: [{name, available, reason, devices: [{device, type, name, "
+                                                  "driver}]}]");
 
   auto* run_cmd = app.add_subcommand("run", "Run a campaign of generated programs");
   RunArgs run_opts;
@@ -347,6 +432,12 @@ int main(int argc, char** argv) {
                                                     "on that device's own inputs and its bound, to this JSON file "
                                                     "(docs/program-format.md, Values file)")->type_name("OUT.json");
 
+  auto* merge_cmd = app.add_subcommand("merge", "Add up the reports of a sharded campaign's shards into one");
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+  merge_cmd->add_option("DIR", merge_dirs, "Each shard's --out directory (report.json and failures/)")->required();
+  merge_cmd->add_option("--out", merge_out, "Directory for the merged reports and failing programs")->required();
+
   auto* reduce_cmd = app.add_subcommand("reduce", "Shrink a failing program while its failure persists");
   std::string reduce_file, reduce_out, reduce_backends;
   reduce_cmd->add_option("FILE", reduce_file, "Program file")->required();
@@ -358,7 +449,8 @@ int main(int argc, char** argv) {
   reduce_cmd->add_option("--seconds", reduce_seconds,
                          "Time budget (default 300); past it, the smallest program found so far is written");
 
-  for (CLI::App* cmd : {backends_cmd, run_cmd, generate_cmd, replay_cmd, reduce_cmd}) cmd->footer(kExitStatusHelp);
+  for (CLI::App* cmd : {backends_cmd, run_cmd, generate_cmd, replay_cmd, merge_cmd, reduce_cmd})
+    cmd->footer(kExitStatusHelp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -366,10 +458,13 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*backends_cmd) return cmd_backends();
+    if (*backends_cmd) return backends_json ? cmd_backends_json() : cmd_backends();
+
+    if (*merge_cmd) return cmd_merge(merge_dirs, merge_out, std::vector<std::string>(argv, argv + argc));
 
     if (*run_cmd) {
       CampaignConfig c = campaign_config(run_opts);
+      c.command.assign(argv, argv + argc);
       if (c.devices.empty()) {
         std::fprintf(stderr, "crossfire: no device to run on\n");
         return kExitUsage;

@@ -12,6 +12,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -21,6 +24,7 @@
 
 #include "crossfire/harness/campaign.hpp"
 #include "crossfire/harness/program.hpp"
+#include "crossfire/version.hpp"
 
 namespace crossfire::harness {
 namespace {
@@ -134,14 +138,15 @@ TEST(Cli, CampaignWritesReportsAndExitsZeroWhenNothingFails) {
   Result r = run("run --programs 25 --seed 7 --backends cpu --oracles contract,bad_input --out " + d.string());
   EXPECT_EQ(r.status, 0) << r.out;
   auto j = nlohmann::json::parse(read(d / "report.json"));
-  EXPECT_EQ(j["seed"], 7);
+  EXPECT_EQ(j["schema"], "crossfire-report/1");
+  EXPECT_EQ(j["config"]["seed"], 7);
   EXPECT_EQ(j["programs"], 25);
   EXPECT_EQ(j["failures"], 0);
   EXPECT_TRUE(j.contains("seconds"));
   EXPECT_TRUE(j["backends"].is_array());
   EXPECT_GT(j["oracles"]["contract"]["checked"].get<int>(), 0);
   EXPECT_EQ(j["oracles"]["contract"]["failed"], 0);
-  EXPECT_NE(read(d / "junit.xml").find("<testsuite name=\"crossfire\""), std::string::npos);
+  EXPECT_NE(read(d / "junit.xml").find("<testsuite name=\"crossfire campaign (seed 7)\""), std::string::npos);
   std::string html = read(d / "report.html");
   EXPECT_NE(html.find("<html"), std::string::npos);
   EXPECT_NE(html.find("Coverage"), std::string::npos);
@@ -215,7 +220,7 @@ TEST(Cli, AnInterruptedCampaignExitsThree) {
 TEST(Cli, ReportsAreWrittenFromTheStart) {
   fs::path d = temp_dir("early");
   Background run({"run", "--seconds", "60", "--backends", "cpu", "--oracles", "contract", "--out", d}, d.string() + ".log");
-  EXPECT_TRUE(eventually(3, [&] { return report_now(d).contains("seed"); })) << "report.json within 3 s";
+  EXPECT_TRUE(eventually(3, [&] { return report_now(d).contains("config"); })) << "report.json within 3 s";
   EXPECT_EQ(report_now(d).value("complete", true), false) << report_now(d);
   // report.json is written last of the three, so once it is there the others are too (not "eventually").
   EXPECT_TRUE(fs::exists(d / "junit.xml"));
@@ -634,6 +639,166 @@ TEST(Cli, TheHarnessRunningOutOfMemoryIsItsOwnErrorNotAFinding) {
   // Programs whose devices all agree can still be checked by the contract oracle (every call must succeed), so
   // this one checks something; the test of "checked nothing" is the replay above.
   EXPECT_EQ(nothing.status, 0) << nothing.out;
+}
+
+// The names of the program files in a directory, with their text.
+std::map<std::string, std::string> programs_in(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read(e.path());
+  return out;
+}
+
+TEST(Cli, ShardsTogetherCheckExactlyTheWholeCampaign) {
+  fs::path d = temp_dir("shards");
+  const std::string common = "--programs 23 --seed 11 --backends cpu --oracles contract,agreement,bad_input ";
+  Result whole = run("run " + common + "--out " + (d / "whole").string() + " --save-programs " +
+                     (d / "whole-programs").string());
+  ASSERT_EQ(whole.status, 0) << whole.out;
+  std::map<std::string, std::string> union_of_shards;
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 3; ++i) {
+    const fs::path out = d / fmt::format("shard{}", i), progs = d / fmt::format("shard{}-programs", i);
+    Result r = run(fmt::format("run {} --shard {}/3 --out {} --save-programs {}", common, i, out.string(),
+                               progs.string()));
+    ASSERT_EQ(r.status, 0) << r.out;
+    auto j = nlohmann::json::parse(read(out / "report.json"));
+    EXPECT_EQ(j["programs"], (23 - i + 2) / 3) << "shard " << i << " checks its share of the 23 programs";
+    for (auto& [name, text] : programs_in(progs)) {
+      EXPECT_TRUE(union_of_shards.emplace(name, text).second) << name << " is in two shards";
+      EXPECT_EQ(std::stoul(name.substr(8, 6)) % 3, unsigned(i)) << name << " in shard " << i;
+    }
+    dirs.push_back(out.string());
+  }
+  EXPECT_EQ(union_of_shards, programs_in(d / "whole-programs")) << "the shards' programs are the whole campaign's";
+
+  Result merged = run("merge " + dirs[2] + " " + dirs[0] + " " + dirs[1] + " --out " + (d / "merged").string());
+  ASSERT_EQ(merged.status, 0) << merged.out;
+  auto w = nlohmann::json::parse(read(d / "whole" / "report.json"));
+  auto m = nlohmann::json::parse(read(d / "merged" / "report.json"));
+  for (const char* k : {"programs", "nodes", "failures", "coverage"}) EXPECT_EQ(m[k], w[k]) << k;
+  for (const char* o : {"contract", "agreement", "gradients", "bad_input"})
+    for (const char* k : {"checked", "failed", "skipped_unsupported", "skipped_other"})
+      EXPECT_EQ(m["oracles"][o][k], w["oracles"][o][k]) << o << "." << k;
+  EXPECT_EQ(m["shards"].size(), 3u);
+  EXPECT_EQ(m["shards"][0]["index"], 0) << "listed by shard number";
+  fs::remove_all(d);
+}
+
+TEST(Cli, MergeKeepsEachDistinctFailureOnceWithItsProgram) {
+  fs::path d = temp_dir("merge-failures");
+  std::vector<nlohmann::json> shards;
+  for (int i = 0; i < 2; ++i) {
+    Result r = run(fmt::format("run --programs 16 --seed 2 --backends cpu --oracles agreement --plant-fault "
+                               "perturb_float_output --shard {}/2 --out {}",
+                               i, (d / std::to_string(i)).string()));
+    ASSERT_EQ(r.status, 1) << r.out;
+    shards.push_back(nlohmann::json::parse(read(d / std::to_string(i) / "report.json")));
+  }
+  Result r = run("merge " + (d / "0").string() + " " + (d / "1").string() + " --out " + (d / "m").string());
+  ASSERT_EQ(r.status, 1) << r.out;
+  auto m = nlohmann::json::parse(read(d / "m" / "report.json"));
+  std::map<std::string, uint64_t> occurrences;
+  for (const auto& s : shards)
+    for (const auto& f : s["failure_list"]) occurrences[f["signature"]] += f["occurrences"].get<uint64_t>();
+  ASSERT_EQ(m["failure_list"].size(), occurrences.size()) << "one entry per distinct signature";
+  for (const auto& f : m["failure_list"]) {
+    EXPECT_EQ(f["occurrences"], occurrences[f["signature"]]) << f["signature"];
+    fs::path saved = d / "m" / f["file"].get<std::string>();
+    ASSERT_TRUE(fs::exists(saved)) << saved;
+    EXPECT_NO_THROW(load_program(saved.string()));
+    EXPECT_NE(f["replay"].get<std::string>().find(saved.string()), std::string::npos) << f["replay"];
+  }
+  EXPECT_EQ(m["failures"], m["oracles"]["agreement"]["failures"]);
+  fs::remove_all(d);
+}
+
+TEST(Cli, MergeRefusesWhatWouldMakeAWrongTotal) {
+  fs::path d = temp_dir("merge-bad");
+  auto campaign = [&](const std::string& name, const std::string& args) {
+    Result r = run("run --programs 6 --backends cpu --oracles contract " + args + " --out " + (d / name).string());
+    ASSERT_EQ(r.status, 0) << r.out;
+  };
+  campaign("a0", "--seed 1 --shard 0/2");
+  campaign("a1", "--seed 1 --shard 1/2");
+  campaign("b1", "--seed 2 --shard 1/2");
+  campaign("c1", "--seed 1 --shard 1/3");
+  auto merge = [&](const std::string& dirs) { return run("merge " + dirs + " --out " + (d / "out").string()); };
+  auto refused = [&](const std::string& dirs, const std::string& file, const std::string& why) {
+    Result r = merge(dirs);
+    EXPECT_EQ(r.status, 2) << dirs << ": " << r.out;
+    EXPECT_NE(r.out.find(file), std::string::npos) << "names the file: " << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1u) << r.out;
+  };
+  const std::string a0 = (d / "a0").string(), a1 = (d / "a1").string();
+  refused(a0 + " " + (d / "b1").string(), "b1/report.json", "`seed` is 1 vs 2");
+  refused(a0 + " " + a0, "a0/report.json", "both shard 0/2");
+  refused(a0 + " " + (d / "c1").string(), "c1/report.json", "split two ways");
+  refused(a0 + " " + (d / "nowhere").string(), "nowhere/report.json", "cannot be read");
+  EXPECT_EQ(run("merge --out " + (d / "out").string()).status, 2) << "an empty list";
+
+  // The first `from` in `t` becomes `to`.
+  auto swap = [](std::string& t, const std::string& from, const std::string& to) {
+    ASSERT_NE(t.find(from), std::string::npos) << from;
+    t.replace(t.find(from), from.size(), to);
+  };
+  auto edited = [&](const std::string& name, const std::function<void(std::string&)>& edit) {
+    fs::copy(d / "a1", d / name, fs::copy_options::recursive);
+    std::string text = read(d / name / "report.json");
+    edit(text);
+    std::ofstream(d / name / "report.json") << text;
+    return (d / name).string();
+  };
+  refused(a0 + " " + edited("cut", [](std::string& t) { t.resize(t.size() / 2); }), "cut/report.json",
+          "not valid JSON");
+  refused(a0 + " " + edited("hand", [&](std::string& t) {
+            swap(t, "\"failures\": 0", "\"failures\": 5");
+          }),
+          "hand/report.json", "`failures` is 5");
+  refused(a0 + " " + edited("version", [&](std::string& t) {
+            swap(t, "\"version\": \"", "\"version\": \"9");
+          }),
+          "version/report.json", "made by crossfire 9");
+  refused(a0 + " " + edited("schema", [&](std::string& t) {
+            swap(t, "crossfire-report/1", "crossfire-report/0");
+          }),
+          "schema/report.json", "schema `crossfire-report/0`");
+  refused(a0 + " " + edited("type", [&](std::string& t) {
+            swap(t, "\"programs\": 3,", "\"programs\": \"3\",");
+          }),
+          "type/report.json", "`programs` is not a count");
+  // Both shards: the merge goes through, and equals what they add up to.
+  Result ok = merge(a0 + " " + a1);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_EQ(nlohmann::json::parse(read(d / "out" / "report.json"))["programs"], 6);
+  fs::remove_all(d);
+}
+
+TEST(Cli, ShardMustBeOneOfN) {
+  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2"}) {
+    Result r = run(fmt::format("run --programs 4 --backends cpu --shard '{}'", bad), 30);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--shard"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, VersionAndBackendsAsJson) {
+  Result v = run("--version");
+  EXPECT_EQ(v.status, 0) << v.out;
+  EXPECT_EQ(v.out.rfind("crossfire " CROSSFIRE_VERSION_STRING, 0), 0u) << v.out;
+  Result b = run("backends --json");
+  ASSERT_EQ(b.status, 0) << b.out;
+  auto j = nlohmann::json::parse(b.out);
+  ASSERT_TRUE(j.is_array());
+  std::set<std::string> names;
+  for (const auto& x : j) {
+    names.insert(x["name"].get<std::string>());
+    if (!x["available"].get<bool>()) {
+      EXPECT_FALSE(x["reason"].get<std::string>().empty()) << x.dump();
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"cpu", "vulkan", "cuda"}));
+  EXPECT_EQ(j[0]["devices"].size(), 2u) << "cpu:0 and cpu:1";
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ TEST(HostilePrograms, ATimeBudgetStopsTheCheckAndTheReducerKeepsItsBest) {
   EXPECT_EQ(program_error_of(text, o), ProgramError::Reason::over_budget);
   // The reducer stops at the budget and returns the program it has (here, the original).
   const Program p = parse_program(text);
-  const Failure f{OracleKind::agreement, 1, "neg", "disagrees with the f64 reference: planted", ""};
+  const Failure f{OracleKind::agreement, 1, "neg", "cpu:0", "disagrees with the f64 reference: planted", ""};
   ReduceStats st;
   const Program red = reduce_program(p, o, f, &st);
   EXPECT_TRUE(st.out_of_time);

@@ -9,6 +9,7 @@
 
 #include "crossfire/harness/generate.hpp"
 #include "crossfire/harness/oracles.hpp"
+#include "crossfire/harness/report.hpp"
 
 namespace crossfire::harness {
 
@@ -33,7 +34,23 @@ struct CampaignConfig {
   // writes it), before it is checked, so a crash still leaves it; empty: none.
   std::string save_programs;
   uint64_t save_every = 1;
+  // `--shard I/N`: only programs i with i % N == I (Note [Shards]); `programs` still counts the whole campaign's.
+  Shard shard;
+  std::vector<std::string> command;  // the command line, for the reports' provenance
+
+  // The shard's next program after program i, and how many of programs 0..programs-1 are the shard's.
+  uint64_t next_index(uint64_t i) const { return i + shard.count; }
+  uint64_t programs_in_shard() const {
+    return programs <= shard.index ? 0 : (programs - shard.index + shard.count - 1) / shard.count;
+  }
 };
+
+// Note [Shards]
+// A nightly campaign is split across a CI job matrix by program number: shard I of N checks programs I, I + N,
+// I + 2N, ... of the seed. Programs are generated from (seed, number) alone, so the shards are disjoint, and for a
+// program count P their union is exactly programs 0..P-1, the unsharded campaign's. With a time limit each shard
+// checks as many of its own programs as it has time for, and N shards together check N times as many as one.
+// `crossfire merge` adds the shards' reports up (report.hpp).
 
 // The program a campaign checks as number `index` (deterministic: replaying a seed gives the same programs).
 Program campaign_program(const CampaignConfig& c, uint64_t index);

@@ -34,6 +34,7 @@ struct Failure {
   OracleKind oracle = OracleKind::contract;
   int node = -1;        // the value id of the first failing node (-1: the program as a whole)
   std::string op;       // its op
+  std::string device;   // where: "cpu:0", or "cpu:0 vs vulkan:0" when two devices disagree ("" when unknown)
   std::string what;     // one line: what went wrong
   std::string detail;   // the facts: backends, element index, both values, the bound
   // What "the same failure" means to the reducer: oracle, op and kind of finding.
@@ -45,9 +46,12 @@ struct OracleCounts {
   uint64_t failed = 0;
   uint64_t skipped_unsupported = 0;  // the backend had no kernel
   uint64_t skipped_other = 0;        // no reference yet, non-smooth point, upstream missing
+  // Time spent in this oracle. The runs of the program on each device, which agreement, gradients and bad_input
+  // share, count to the first of those that is enabled.
+  double seconds = 0;
   void add(const OracleCounts& o) {
     checked += o.checked, failed += o.failed, skipped_unsupported += o.skipped_unsupported,
-        skipped_other += o.skipped_other;
+        skipped_other += o.skipped_other, seconds += o.seconds;
   }
 };
 
@@ -66,6 +70,7 @@ enum class PlantedFault : uint8_t {
   harness_out_of_memory,  // the harness itself: std::bad_alloc while reading results back (never a finding)
 };
 PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
+std::string_view planted_fault_name(PlantedFault f);     // as parse_planted_fault reads it
 
 struct CheckOptions {
   std::vector<Device> devices;                 // devices to run on (agreement, gradients); default: all available

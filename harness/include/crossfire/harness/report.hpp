@@ -1,0 +1,130 @@
+// A campaign's result, and the one module that renders it and reads it back. The campaign fills a CampaignReport
+// in as it runs and writes it to its --out directory as report.json (for tools; the schema is
+// docs/report-format.md), junit.xml (for CI test-result tools) and report.html (for a person triaging); `crossfire
+// merge` reads shards' report.json back, adds them up and renders the sum through the same functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "crossfire/harness/oracles.hpp"
+
+namespace crossfire::harness {
+
+// report.json's `schema`: bumped whenever a key changes meaning or goes away (a new key does not bump it).
+inline constexpr std::string_view kReportSchema = "crossfire-report/1";
+
+// Which of the disjoint slices of a seed's programs a campaign runs: program i belongs to shard i % count.
+struct Shard {
+  uint64_t index = 0, count = 1;
+  bool operator==(const Shard&) const = default;
+  std::string str() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
+// What a campaign was asked to do: what `merge` requires to be the same in every shard (all but `shard`).
+struct ReportConfig {
+  uint64_t seed = 1;
+  std::vector<std::string> devices;
+  std::array<bool, kNumOracles> oracles{};
+  double seconds_limit = 0;    // 0: none
+  uint64_t programs_limit = 0;  // 0: none
+  double hang_seconds = 60;
+  Shard shard;
+  std::string planted_fault = "none";
+  nlohmann::json generator = nlohmann::json::object();  // max_nodes, mismatches, ops, large programs' settings
+};
+
+// Where, when and by what the run was made.
+struct Provenance {
+  std::string version, commit;       // crossfire's (commit "" when built outside git)
+  std::string started;               // UTC, ISO 8601: 2026-12-02T15:30:00Z
+  std::string host;
+  std::vector<std::string> command;  // the command line, one element per argument
+};
+
+// This build's version and commit, the time now, this host, and `command`.
+Provenance make_provenance(std::vector<std::string> command);
+
+struct BackendStatus {
+  std::string name;
+  bool available = false;
+  std::string reason;                // why not, when unavailable
+  std::vector<std::string> devices;  // the campaign's devices of this backend
+};
+
+struct FailureRecord {
+  nlohmann::json info;        // oracle, op, device, node, what, detail, signature, program, reduced, reduced_nodes
+  uint64_t program_index = 0;  // the first program that showed it
+  uint64_t occurrences = 1;
+  std::string file;           // its saved program, relative to the report's directory
+  double seconds = 0;         // time spent on the first program that showed it (checking and reducing)
+  std::string oracle() const { return info.value("oracle", ""); }
+  std::string signature() const { return info.value("signature", ""); }
+};
+
+// One shard's run, as a merged report lists them.
+struct ShardRun {
+  Shard shard;
+  std::string source;  // the directory its report.json was read from
+  std::string host, started;
+  double seconds = 0;
+  uint64_t programs = 0;
+  bool complete = false, interrupted = false;
+};
+
+// Per op name and device: node runs checked and unsupported (the agreement oracle's coverage).
+using Coverage = std::map<std::string, std::map<std::string, std::array<uint64_t, 2>>>;
+
+struct CampaignReport {
+  Provenance provenance;
+  ReportConfig config;
+  std::vector<BackendStatus> backends;
+  bool complete = false;     // false: written while the campaign runs (it may yet be killed)
+  bool interrupted = false;  // a signal stopped it
+  double seconds = 0;        // wall time (a merged report: the longest shard's)
+  uint64_t programs = 0, nodes = 0, crashes = 0, hangs = 0;
+  uint64_t harness_errors = 0;  // programs the harness itself could not check (saved with oracle "harness")
+  std::array<OracleCounts, kNumOracles> counts{};
+  Coverage coverage;
+  std::vector<FailureRecord> failures;  // one per distinct signature, in the order first seen
+  std::vector<ShardRun> shards;         // a merged report: the shards it was made of
+
+  uint64_t total_failures() const;  // every occurrence of every distinct failure
+  // The record of this signature, or nullptr.
+  FailureRecord* find(const std::string& signature);
+};
+
+// The command that checks a saved failure again: `crossfire replay DIR/FILE --backends ... --oracles ...`.
+std::string replay_command(const CampaignReport& r, const FailureRecord& f, const std::string& dir);
+
+nlohmann::json report_json(const CampaignReport& r, const std::string& dir);
+std::string junit_xml(const CampaignReport& r, const std::string& dir);
+std::string report_html(const CampaignReport& r, const std::string& dir);
+
+// Writes junit.xml, report.html and report.json (last: whoever sees a report.json sees the other two of the same
+// write or a later one) to `dir`, each on its own, so one that cannot be written does not keep the others from
+// being tried. Returns one line per report that could not be written.
+std::vector<std::string> write_reports(const std::string& dir, const CampaignReport& r);
+
+// A report.json that cannot be read back as a campaign's report (truncated, edited by hand, of another schema).
+struct ReportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads DIR/report.json back; ReportError naming the file and what is wrong.
+CampaignReport read_report(const std::string& dir);
+
+// `crossfire merge`: adds up the reports of shards of one campaign (same crossfire version and configuration but
+// for the shard; no shard twice) into one, copying each distinct failure's saved program to `out_dir`/failures/.
+// Counts add up; failures are deduplicated by signature (occurrences add up, the first shard's program is kept).
+// ReportError, naming the file, for anything that would make the total wrong.
+CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::string& out_dir);
+
+}  // namespace crossfire::harness
