@@ -6,9 +6,10 @@
       of all), renumbering family indices so that compare.py sorts them apart. --medians also writes a file with one
       entry per benchmark, its median (what github-action-benchmark publishes).
   bench_history.py append --history HISTORY.jsonl RUN.json [--commit SHA] [--ref NAME]
-      Appends one run, summarised (median, spread, counters per benchmark), as one JSON line. Atomic: the new history
-      is written next to the old one and renamed over it under a lock, so an interrupted or concurrent run loses
-      nothing and never leaves a partial line.
+      Appends one run, summarised (median, spread, counters per benchmark, and the real time of every repetition,
+      so that two runs can be compared with a U-test later), as one JSON line. The commit defaults to $GITHUB_SHA
+      when --commit is empty or not given. Atomic: the new history is written next to the old one and renamed over
+      it under a lock, so an interrupted or concurrent run loses nothing and never leaves a partial line.
   bench_history.py check HISTORY.jsonl
       Reads the whole history and says how many runs and benchmarks it holds.
 
@@ -111,18 +112,21 @@ def paired_record(reps):
     """For a `paired` dispatch benchmark (repetitions with an overhead_ns counter): the dispatch overhead as the
     summary judges it (the median of the nominal repetitions, docs/benchmarks.md Note [Judging nanoseconds on a
     shared machine]), with the range of those repetitions and how many there were; else None. This, not the pair's
-    total time, is what the dashboard charts for the 10 ns target."""
+    total time, is what the dashboard charts for the 10 ns target. `samples` are the nominal repetitions' overheads,
+    in file order: what the dashboard's U-test compares between two runs."""
     if not reps or not all(_finite(r.get("overhead_ns")) for r in reps):
         return None
     kept = nominal_repetitions(reps)
     vals = [r["overhead_ns"] for r in kept]
     return {"overhead_ns": statistics.median(vals), "min": min(vals), "max": max(vals), "nominal": len(kept),
-            "repetitions": len(reps)}
+            "repetitions": len(reps), "samples": vals}
 
 
 def summarise(data):
-    """One record per benchmark: median real/cpu time, spread, repetitions, median of each counter, and for a
-    `paired` benchmark its nominal dispatch overhead (paired_record)."""
+    """One record per benchmark: median real/cpu time, spread, repetitions, the real time of each repetition
+    (`samples`, in file order, in time_unit), median of each counter, and for a `paired` benchmark its nominal
+    dispatch overhead (paired_record). The samples are what bench_dashboard.py's U-test (compare.py's) compares
+    between the latest run and the one before; a median alone cannot tell a change from noise."""
     out = {}
     for name, reps in iterations_of(data).items():
         real = [r["real_time"] for r in reps]
@@ -134,6 +138,7 @@ def summarise(data):
             "max": max(real),
             "time_unit": reps[0]["time_unit"],
             "repetitions": len(reps),
+            "samples": real,
         }
         if len(real) > 1 and rec["real_time"] > 0:
             rec["cv"] = statistics.pstdev(real) / statistics.mean(real)
@@ -232,6 +237,13 @@ def parse_history_line(path, lineno, line):
     for name, b in rec["benchmarks"].items():
         if not isinstance(b, dict) or ("skipped" not in b and not _finite(b.get("real_time"))):
             raise BenchFileError(f"history file {path!s}, line {lineno}: benchmark {name!r} has no numeric real_time")
+        # Optional (runs recorded before the samples were kept have none), but a U-test must not read garbage.
+        for where, holder in (("samples", b), ("paired.samples", b.get("paired"))):
+            if isinstance(holder, dict) and "samples" in holder:
+                v = holder["samples"]
+                if not isinstance(v, list) or not all(_finite(x) for x in v):
+                    raise BenchFileError(f"history file {path!s}, line {lineno}: benchmark {name!r} has a "
+                                         f"\"{where}\" that is not a list of numbers")
     return rec
 
 
@@ -328,7 +340,7 @@ def main(argv=None):
     a = sub.add_parser("append", help="append one run to a history")
     a.add_argument("run")
     a.add_argument("--history", required=True)
-    a.add_argument("--commit", default="")
+    a.add_argument("--commit", default="", help="the commit measured (default: $GITHUB_SHA, in GitHub Actions)")
     a.add_argument("--ref", default="")
     c = sub.add_parser("check", help="read and check a history")
     c.add_argument("history")
@@ -339,7 +351,10 @@ def main(argv=None):
             print(f"bench_history: merged {len(args.inputs)} file(s), {len(merged['benchmarks'])} entries -> {args.out}")
         elif args.cmd == "append":
             data = load_benchmark_json(args.run, "run")
-            rec = _json_safe(make_run_record(data, args.commit, args.ref))
+            # bench.sh passes `git rev-parse HEAD`, which is empty where git cannot read the checkout; in a
+            # workflow the commit is still known.
+            commit = args.commit or os.environ.get("GITHUB_SHA", "")
+            rec = _json_safe(make_run_record(data, commit, args.ref))
             append_history(args.history, rec)
             print(f"bench_history: appended {len(rec['benchmarks'])} benchmarks to {args.history}")
         elif args.cmd == "check":

@@ -3,6 +3,7 @@
 bench_dashboard.py, bench_summary.py. Run by ctest (label bench) with /usr/bin/python3."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -171,8 +172,29 @@ class HistoryTest(ScriptTest):
         with open(hist) as f:
             rec = json.loads(f.read())["benchmarks"]
         self.assertEqual(rec["dispatch/cpu/0_tensors_full/paired"]["paired"],
-                         {"overhead_ns": 8.0, "min": 7.9, "max": 8.2, "nominal": 3, "repetitions": 5})
+                         {"overhead_ns": 8.0, "min": 7.9, "max": 8.2, "nominal": 3, "repetitions": 5,
+                          "samples": [8.0, 8.2, 7.9]})  # the nominal repetitions' overheads: the dashboard's U-test
         self.assertNotIn("paired", rec["dispatch/cpu/2_tensors_add/api"])
+
+    def test_every_repetition_is_kept_and_the_commit_defaults_to_github_sha(self):
+        # The dashboard's U-test needs each repetition's real time, not the median alone.
+        hist = os.path.join(self.dir, "history.jsonl")
+        times = [10.5, 9.75, 10.0, 11.25, 10.125]
+        env = dict(os.environ, GITHUB_SHA="0123456789abcdef0123456789abcdef01234567")
+        r = subprocess.run([PY, os.path.join(SCRIPTS, "bench_history.py"), "append",
+                            self.write("run.json", gbench_json(times)), "--history", hist, "--commit", ""],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(hist) as f:
+            rec = json.loads(f.read())
+        self.assertEqual(rec["benchmarks"]["dispatch/cpu/2_tensors_add/api"]["samples"], times)
+        self.assertEqual(rec["commit"], env["GITHUB_SHA"])  # bench.sh passes "" where git cannot read the checkout
+
+    def test_samples_that_are_not_numbers_are_refused(self):
+        line = {"schema": 1, "benchmarks": {"a": {"real_time": 1.0, "time_unit": "ns", "samples": [1.0, "x"]}}}
+        r = run("bench_history.py", "check", self.write("history.jsonl", json.dumps(line) + "\n"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("benchmark 'a' has a \"samples\" that is not a list of numbers", r.stderr)
 
     def test_medians_file_carries_each_paired_overhead(self):
         # github-action-benchmark reads the medians file: each paired benchmark adds its overhead as its own entry.
@@ -348,6 +370,122 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("10,000/s; target >= 20,000/s: **no**", r.stdout)
         self.assertIn("Kernel benchmarks in this run: 2 (registered from the op table), 1 ran, 1 skipped", r.stdout)
+
+
+class WorkflowHistoryTest(ScriptTest):
+    """bench.yml keeps the history on the gh-pages branch: its steps, run here against a local bare repository in
+    place of GitHub's. What GitHub itself adds (the token, Pages serving the branch) is not tested here."""
+    ROOT = os.path.normpath(os.path.join(SCRIPTS, ".."))
+
+    def step(self, prefix):
+        try:
+            import yaml
+        except ImportError:
+            self.skipTest("PyYAML missing: run with /usr/bin/python3")
+        with open(os.path.join(self.ROOT, ".github", "workflows", "bench.yml"), encoding="utf-8") as f:
+            steps = yaml.safe_load(f)["jobs"]["main"]["steps"]
+        return next(st["run"] for st in steps if (st.get("name") or "").startswith(prefix))
+
+    def git(self, *args, cwd=None):
+        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=self.env)
+        self.assertEqual(r.returncode, 0, f"git {' '.join(args)}: {r.stderr}")
+        return r.stdout
+
+    def run_step(self, prefix, cwd, sha):
+        env = dict(self.env, GITHUB_SHA=sha, GITHUB_REF_NAME="main")
+        return subprocess.run(["bash", "-e", "-c", self.step(prefix)], cwd=cwd, capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    def setUp(self):
+        super().setUp()
+        if not shutil.which("git"):
+            self.skipTest("no git")
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
+        # The step sets git's user globally (as on a fresh runner): here that is a throw-away home.
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        self.env.update(HOME=home, GIT_CONFIG_GLOBAL=os.path.join(home, ".gitconfig"), GIT_CONFIG_NOSYSTEM="1")
+        self.origin = os.path.join(self.dir, "origin.git")
+        self.git("init", "-q", "--bare", self.origin)
+        seed = os.path.join(self.dir, "seed")
+        self.git("init", "-q", seed)
+        for k, v in (("user.name", "t"), ("user.email", "t@example.invalid")):
+            self.git("config", "--global", k, v)
+        with open(os.path.join(seed, "README"), "w") as f:
+            f.write("main\n")
+        self.git("add", "README", cwd=seed)
+        self.git("commit", "-q", "-m", "main", cwd=seed)
+        self.git("push", "-q", self.origin, "HEAD:refs/heads/main", cwd=seed)
+        # gh-pages as github-action-benchmark leaves it: its own data beside where the history goes.
+        self.git("checkout", "-q", "--orphan", "gh-pages", cwd=seed)
+        self.git("rm", "-rfq", ".", cwd=seed)
+        os.makedirs(os.path.join(seed, "dev", "bench"))
+        with open(os.path.join(seed, "dev", "bench", "data.js"), "w") as f:
+            f.write("window.BENCHMARK_DATA = {}\n")
+        self.git("add", "dev", cwd=seed)
+        self.git("commit", "-q", "-m", "github-action-benchmark", cwd=seed)
+        self.git("push", "-q", self.origin, "HEAD:refs/heads/gh-pages", cwd=seed)
+
+    def checkout(self, name):
+        """A job's workspace: a shallow clone of main with this checkout's scripts and a run's bench.json."""
+        work = os.path.join(self.dir, name)
+        self.git("clone", "-q", "--depth=1", "file://" + self.origin, work)
+        shutil.copytree(SCRIPTS, os.path.join(work, "scripts"))
+        os.makedirs(os.path.join(work, "bench-out"))
+        with open(os.path.join(work, "bench-out", "bench.json"), "w") as f:
+            json.dump(gbench_json([100.0 + i for i in range(9)]), f)
+        return work
+
+    def branch_history(self):
+        text = self.git("--git-dir", self.origin, "show", "gh-pages:dev/bench/history.jsonl")
+        return [json.loads(line)["commit"] for line in text.splitlines()]
+
+    def test_the_history_is_kept_on_gh_pages_and_a_concurrent_push_loses_nothing(self):
+        publish = "Keep the history and publish the dashboard"
+        work = self.checkout("job1")
+        r = self.run_step(publish, work, "a" * 40)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.branch_history(), ["a" * 40])
+        page = self.git("--git-dir", self.origin, "show", "gh-pages:dev/bench/dashboard.html")
+        self.assertIn("crossfire benchmarks (main)", page)
+        self.git("--git-dir", self.origin, "show", "gh-pages:dev/bench/data.js")  # github-action-benchmark's kept
+        self.assertFalse(os.path.exists(os.path.join(work, "pages")))  # the worktree is gone again
+
+        # The next job: while it pushes, another run appends to gh-pages first (a pre-push hook plants it). Its
+        # push is refused; it starts again from the branch and appends after the other run's line.
+        work = self.checkout("job2")
+        racer = os.path.join(self.dir, "racer")
+        hook = os.path.join(work, ".git", "hooks", "pre-push")
+        with open(hook, "w") as f:
+            f.write(f"""#!/bin/bash
+[ -e {racer}.done ] && exit 0
+touch {racer}.done
+for v in $(env | sed -n 's/^\\(GIT_[A-Z_]*\\)=.*/\\1/p'); do unset "$v"; done
+export GIT_CONFIG_GLOBAL={self.env['GIT_CONFIG_GLOBAL']}
+git clone -q -b gh-pages file://{self.origin} {racer}
+echo '{{"schema":1,"commit":"other run","benchmarks":{{}}}}' >> {racer}/dev/bench/history.jsonl
+git -C {racer} commit -qam other && git -C {racer} push -q origin gh-pages
+""")
+        os.chmod(hook, 0o755)
+        r = self.run_step(publish, work, "b" * 40)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("attempt 1 of 3", r.stdout)
+        self.assertEqual(self.branch_history(), ["a" * 40, "other run", "b" * 40])
+
+        # A later job starts from the branch's history.
+        work = self.checkout("job3")
+        r = self.run_step("Fetch the benchmark history", work, "c" * 40)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("3 run(s)", r.stdout)
+        with open(os.path.join(work, "bench-history", "history.jsonl")) as f:
+            self.assertEqual([json.loads(line)["commit"] for line in f], ["a" * 40, "other run", "b" * 40])
+
+    def test_without_a_history_on_gh_pages_the_run_starts_one(self):
+        work = self.checkout("job")
+        r = self.run_step("Fetch the benchmark history", work, "a" * 40)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("No history on gh-pages yet", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(work, "bench-history", "history.jsonl")))
 
 
 class ShellScriptTest(unittest.TestCase):
