@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ clang-14 libclang-rt-14-dev ccache pkg-config
+  cmake ninja-build g++ clang-14 libclang-rt-14-dev libc++-14-dev libc++abi-14-dev ccache pkg-config zip unzip
   libeigen3-dev libgtest-dev libgmock-dev librapidcheck-dev
   libbenchmark-dev libbenchmark-tools
   libfmt-dev libcli11-dev nlohmann-json3-dev

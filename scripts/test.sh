@@ -13,6 +13,7 @@
 #                               Vulkan runs under it, and any validation message fails that test)
 #   CTEST_ARGS="-L vulkan"      extra ctest arguments (a label, a regex)
 #   CMAKE_ARGS="-DCROSSFIRE_CUDA=OFF"  extra configure arguments
+# ctest's results are also written as JUnit XML to $BUILD_DIR/ctest-junit.xml (CI publishes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -58,5 +59,6 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 # shellcheck disable=SC2086
-${no_aslr:-} ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 $ctest_args
+${no_aslr:-} ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 \
+  --output-junit "$PWD/$build_dir/ctest-junit.xml" $ctest_args
 echo "test.sh: done after $(( $(date +%s) - start ))s"

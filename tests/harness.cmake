@@ -8,10 +8,12 @@ if(TARGET crossfire_harness)
     LIBS crossfire_harness)
   # Reduced campaign findings that once failed and must not again (tests/harness/programs/).
   target_compile_definitions(suite_harness PRIVATE CROSSFIRE_TEST_PROGRAMS="${CMAKE_CURRENT_SOURCE_DIR}/harness/programs")
-  crossfire_core_test(harness_cli AREA harness TIMEOUT 120 SOURCES harness/cli_test.cpp
-    LIBS crossfire_harness nlohmann_json::nlohmann_json)
-  target_compile_definitions(suite_harness_cli PRIVATE CROSSFIRE_CLI="$<TARGET_FILE:crossfire_cli>")
-  add_dependencies(suite_harness_cli crossfire_cli)
+  if(TARGET crossfire_cli)
+    crossfire_core_test(harness_cli AREA harness TIMEOUT 120 SOURCES harness/cli_test.cpp
+      LIBS crossfire_harness nlohmann_json::nlohmann_json)
+    target_compile_definitions(suite_harness_cli PRIVATE CROSSFIRE_CLI="$<TARGET_FILE:crossfire_cli>")
+    add_dependencies(suite_harness_cli crossfire_cli)
+  endif()
 endif()
 
 # The reports as CI tools and a person read them (issue 18): junit.xml against tests/data/junit.xsd and through

@@ -3,9 +3,14 @@
 "what runs on GitHub is what runs locally"). actionlint (scripts/lint-workflows.sh) checks the workflow syntax and
 expressions; this checks what actionlint cannot know about this repository:
 
-- every job runs at least one script from scripts/, and every script a `run:` step names exists and is executable;
-- every long option passed to a project script (`--threshold`, `--no-history`) is one that script handles;
-- every environment variable a workflow sets is read by a project script, or is a documented tool variable.
+- every job that runs commands runs at least one script from scripts/ (a job of actions only, e.g. ClusterFuzzLite's
+  or one that publishes results, runs none), and every script a `run:` step names exists and is executable;
+- every long option passed to a project script (`--threshold`, `--no-history`) is one that script handles, or, for
+  a script that passes its options on to the `crossfire` command (main.sh, merge.sh), one that command has;
+- every environment variable a workflow sets is read by a project script, or is a documented tool variable;
+- every job has a timeout;
+- the campaign and ClusterFuzzLite workflows do what docs/ci.md says (shards that add up, reports uploaded and
+  published, each ClusterFuzzLite mode), and ctest's JUnit output is uploaded.
 
 Each check is also run against a planted mistake, so that a check which can no longer fail is itself a failure.
 Run by ctest (label workflows) with /usr/bin/python3; needs PyYAML (python3-yaml, from scripts/install-deps.sh)."""
@@ -28,6 +33,10 @@ TOOL_VARIABLES = {
     "CXX": "CMake's C++ compiler",
     "CCACHE_DIR": "ccache's cache directory (kept between runs by actions/cache)",
 }
+
+# Scripts that hand their options on to the `crossfire` command: an option is theirs if the command has it.
+FORWARDS_TO_COMMAND = {"main.sh", "merge.sh"}
+COMMAND_SOURCE = os.path.join(ROOT, "harness", "tools", "crossfire_main.cpp")
 
 # `scripts/NAME`, possibly under a checkout path (`pr/scripts/bench.sh`, `"$PWD"/base/scripts/...`).
 SCRIPT_RE = re.compile(r"(?:^|[\s/\"'])scripts/([A-Za-z0-9_.-]+)")
@@ -77,6 +86,11 @@ def script_calls(run):
     return calls
 
 
+def command_options():
+    with open(COMMAND_SOURCE, encoding="utf-8") as f:
+        return set(re.findall(r'"(--[a-z][a-z0-9-]*)', f.read()))
+
+
 def problems(doc, where, scripts_text):
     """Every way `doc` (a parsed workflow) breaks the rules above, as messages naming the job and step."""
     found = []
@@ -85,6 +99,9 @@ def problems(doc, where, scripts_text):
         job_where = f"{where}: job `{job_name}`"
         env_keys += [(k, f"{job_where} env") for k in (job.get("env") or {})]
         ran_a_script = False
+        runs_commands = any(isinstance(step.get("run"), str) for step in job.get("steps") or [])
+        if "timeout-minutes" not in job:
+            found.append(f"{job_where}: has no timeout-minutes")
         for i, step in enumerate(job.get("steps") or []):
             step_where = f"{job_where} step {i + 1} ({step.get('name') or step.get('uses') or 'run'})"
             env_keys += [(k, f"{step_where} env") for k in (step.get("env") or {})]
@@ -100,10 +117,11 @@ def problems(doc, where, scripts_text):
                 if not os.access(path, os.X_OK):
                     found.append(f"{step_where}: calls scripts/{name}, which is not executable")
                 text = script_text(name)
+                forwarded = command_options() if name in FORWARDS_TO_COMMAND else set()
                 for opt in options:
-                    if opt not in text:
+                    if opt not in text and opt not in forwarded:
                         found.append(f"{step_where}: passes {opt} to scripts/{name}, which does not handle it")
-        if not ran_a_script:
+        if runs_commands and not ran_a_script:
             found.append(f"{job_where}: runs no project script (scripts/...)")
     for key, key_where in env_keys:
         if key in TOOL_VARIABLES:
@@ -120,8 +138,48 @@ class WorkflowsTest(unittest.TestCase):
         cls.docs = {os.path.relpath(p, ROOT): load_workflow(p) for p in WORKFLOWS}
 
     def test_there_are_workflows(self):
-        self.assertIn(".github/workflows/ci.yml", self.docs)
-        self.assertIn(".github/workflows/bench.yml", self.docs)
+        for name in ("ci", "bench", "campaign", "cflite"):
+            self.assertIn(f".github/workflows/{name}.yml", self.docs)
+
+    def test_the_nightly_shards_add_up(self):
+        # The matrix's shards are 0..N-1 of one N, every shard passes --shard I/N with the same seed, uploads its
+        # --out directory, and the merge job merges what they uploaded.
+        jobs = self.docs[".github/workflows/campaign.yml"]["jobs"]
+        shards = jobs["nightly"]["strategy"]["matrix"]["shard"]
+        self.assertEqual(shards, list(range(len(shards))))
+        run = " ".join(step.get("run", "") for step in jobs["nightly"]["steps"])
+        self.assertIn(f'--shard "${{{{ matrix.shard }}}}/{len(shards)}"', run)
+        out = re.search(r'--out "([^"]+)"', run).group(1)
+        uploads = [s["with"] for s in jobs["nightly"]["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
+        self.assertEqual([u["path"] for u in uploads], [out])
+        self.assertIn("nightly", jobs["merge"]["needs"])
+        merge_run = " ".join(step.get("run", "") for step in jobs["merge"]["steps"])
+        self.assertIn("scripts/merge.sh", merge_run)
+        for job in ("pull-request", "nightly", "merge"):
+            for step in jobs[job]["steps"]:
+                if str(step.get("uses", "")).startswith("actions/upload"):
+                    self.assertEqual(step.get("if"), "always()", f"{job}: reports are uploaded even on failure")
+        published = jobs["publish"]["steps"][-1]
+        self.assertTrue(published["uses"].startswith("EnricoMi/publish-unit-test-result-action"))
+        self.assertIn("junit.xml", published["with"]["files"])
+
+    def test_clusterfuzzlite_runs_every_mode(self):
+        jobs = self.docs[".github/workflows/cflite.yml"]["jobs"]
+        modes = set()
+        for job in jobs.values():
+            uses = [s["uses"] for s in job["steps"]]
+            self.assertTrue(uses[0].startswith("google/clusterfuzzlite/actions/build_fuzzers"))
+            modes.add(job["steps"][-1]["with"]["mode"])
+        self.assertEqual(modes, {"code-change", "batch", "prune", "coverage"})
+        for f in ("Dockerfile", "build.sh", "project.yaml"):
+            self.assertTrue(os.path.isfile(os.path.join(ROOT, ".clusterfuzzlite", f)), f)
+
+    def test_ctest_junit_is_written_and_uploaded(self):
+        self.assertIn("--output-junit", script_text("test.sh"))
+        ci = self.docs[".github/workflows/ci.yml"]["jobs"]
+        for name in ("test", "sanitize", "tsan", "vulkan-lavapipe", "cuda-compile"):
+            paths = [s["with"]["path"] for s in ci[name]["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
+            self.assertTrue(any(p.endswith("ctest-junit.xml") for p in paths), name)
 
     def test_every_workflow_calls_only_project_scripts_correctly(self):
         for where, doc in self.docs.items():
@@ -141,6 +199,11 @@ class WorkflowsTest(unittest.TestCase):
         self.assertIn("-DCROSSFIRE_CUDA=ON", ci["cuda-compile"]["env"]["CMAKE_ARGS"])
 
     # The planted mistakes: each must be reported, or the checks above prove nothing.
+    @staticmethod
+    def run_step(job):
+        """The job's last step that runs a command."""
+        return [step for step in job["steps"] if "run" in step][-1]
+
     def planted(self, mutate):
         doc = copy.deepcopy(self.docs[".github/workflows/ci.yml"])
         mutate(doc["jobs"])
@@ -148,12 +211,12 @@ class WorkflowsTest(unittest.TestCase):
 
     def test_a_missing_script_is_reported(self):
         def mutate(jobs):
-            jobs["test"]["steps"][-1]["run"] = "scripts/tset.sh"
+            self.run_step(jobs["test"])["run"] = "scripts/tset.sh"
         self.assertTrue(any("scripts/tset.sh, which does not exist" in p for p in self.planted(mutate)))
 
     def test_an_unknown_option_is_reported(self):
         def mutate(jobs):
-            jobs["workflows"]["steps"][-1]["run"] = "scripts/main.sh --secs 30 && true"
+            self.run_step(jobs["workflows"])["run"] = "scripts/main.sh --secs 30 && true"
         found = self.planted(mutate)
         self.assertTrue(any("passes --secs to scripts/main.sh" in p for p in found), found)
 
@@ -162,9 +225,21 @@ class WorkflowsTest(unittest.TestCase):
             jobs["vulkan-lavapipe"]["env"]["CTEST_ARG"] = "-L vulkan"
         self.assertTrue(any("sets CTEST_ARG," in p for p in self.planted(mutate)))
 
+    def test_a_job_without_a_timeout_is_reported(self):
+        def mutate(jobs):
+            del jobs["tsan"]["timeout-minutes"]
+        self.assertTrue(any("job `tsan`: has no timeout-minutes" in p for p in self.planted(mutate)))
+
+    def test_an_option_the_command_lacks_is_reported(self):
+        def mutate(jobs):
+            self.run_step(jobs["workflows"])["run"] = "scripts/main.sh --shard 0/2 --shards 2"
+        found = self.planted(mutate)
+        self.assertTrue(any("passes --shards to scripts/main.sh" in p for p in found), found)
+        self.assertFalse(any("passes --shard to" in p for p in found), found)
+
     def test_a_job_without_a_project_script_is_reported(self):
         def mutate(jobs):
-            jobs["sanitize"]["steps"][-1]["run"] = "cmake -B build && ctest --test-dir build"
+            self.run_step(jobs["sanitize"])["run"] = "cmake -B build && ctest --test-dir build"
         self.assertTrue(any("job `sanitize`: runs no project script" in p for p in self.planted(mutate)))
 
     def test_continued_lines_and_separators(self):

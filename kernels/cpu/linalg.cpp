@@ -153,7 +153,9 @@ void conv2d_kernel(const KernelCall& c) {
 
   const bool direct = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
   std::unique_ptr<float[]> col;
-  if (!direct && rows * cols > 0) col = std::make_unique_for_overwrite<float[]>(size_t(rows * cols));
+  // Left uninitialised: every element is written before it is read. (`new float[n]` rather than C++20's
+  // make_unique_for_overwrite, which libc++ 14, the fuzz targets' standard library under ClusterFuzzLite, lacks.)
+  if (!direct && rows * cols > 0) col.reset(new float[size_t(rows * cols)]);
   for (int64_t n = 0; n < s[0]; ++n) {
     const float* img = in + n * p.channels * p.h * p.w;
     const float* cm = img;
