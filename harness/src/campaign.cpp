@@ -366,6 +366,100 @@ MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Worker&
   return effect;
 }
 
+// Note [Reducing crashes and hangs]
+// A program that crashes or hangs the worker is reduced like any failing program, but not in the worker, which
+// is gone. The supervisor forks a reducer process that runs reduce_while() (reduce.hpp) with each candidate checked
+// by all the campaign's oracles in a child of its own: the candidate still fails when that child dies of a signal
+// (a crash) or is still running after --hang-seconds (a hang). The reducer writes the reduced program to a pipe.
+// The supervisor waits for it at most 60 s for a crash, 3 x --hang-seconds (at most 300 s) for a hang; past that,
+// or if the reducer itself dies or the campaign is interrupted, the program is kept as it was found.
+
+// Whether checking `p` crashes (or, with `hang`, hangs) a process: a child runs the check.
+bool crashes_or_hangs(const CheckOptions& opts, const Program& p, bool hang, double hang_seconds) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    try {
+      check_program(p, opts);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return !hang && WIFSIGNALED(status);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > hang_seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return hang;
+    }
+    ::usleep(2000);
+  }
+}
+
+// The reduced form of a program that crashed or hung the worker (Note [Reducing crashes and hangs]); nullopt, with
+// why in `why_not`, when it could not be reduced.
+std::optional<std::string> reduce_dead_program(const CampaignConfig& c, const Program& p, bool hang,
+                                               std::string& why_not) {
+  const double budget = hang ? std::min(300.0, 3 * c.hang_seconds) : 60.0;
+  int fds[2];
+  if (::pipe(fds) != 0) return std::nullopt;
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]), ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(fds[0]);
+    const CheckOptions opts = check_options(c);
+    const auto t0 = std::chrono::steady_clock::now();
+    ReduceGoal goal;
+    goal.fails = [&](const Program& candidate) -> std::optional<int> {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > budget)
+        throw ProgramError(ProgramError::Reason::over_budget, -1, "the reduction ran past its time budget");
+      if (crashes_or_hangs(opts, candidate, hang, c.hang_seconds)) return -1;
+      return std::nullopt;
+    };
+    std::string text;
+    try {
+      if (!goal.fails(p)) ::_exit(2);  // it does not crash (hang) again in a fresh process
+      text = print_program(reduce_while(p, opts, goal, nullptr, 200));
+    } catch (...) {
+      ::_exit(1);
+    }
+    write_all(fds[1], text);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool done = false;
+  while (!done && !g_interrupted &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < budget + 5) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, 100) <= 0) continue;
+    char buf[65536];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) done = true;
+    else text.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (done && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !text.empty()) return text;
+  why_not = done && WIFEXITED(status) && WEXITSTATUS(status) == 2
+                ? fmt::format("it did not {} again in a fresh process", hang ? "hang" : "crash")
+                : "its reduction did not finish";
+  return std::nullopt;
+}
+
 // The worker died or hung in the middle of a program: a failure, with the program saved. True when it is new.
 bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worker& w, int status, bool hang,
                          double now) {
@@ -381,10 +475,21 @@ bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worke
                                                                WTERMSIG(status), strsignal(WTERMSIG(status)))
                                                  : fmt::format("crash: worker exited with status {}",
                                                                WEXITSTATUS(status));
+    const Program p = campaign_program(c, i);
     info = json{{"oracle", "supervisor"}, {"op", ""}, {"device", devices_str(c.devices)}, {"node", -1}, {"what", why},
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
-                {"program", print_program(campaign_program(c, i))}};
+                {"program", print_program(p)}};
+    // Only a failure not seen before is worth the time a reduction takes.
+    if (!t.find(info["signature"].get<std::string>())) {
+      std::string why_not;
+      if (std::optional<std::string> reduced = reduce_dead_program(c, p, hang, why_not)) {
+        info["reduced"] = *reduced;
+        info["reduced_nodes"] = parse_program(*reduced).num_nodes();
+      } else {
+        info["detail"] = info["detail"].get<std::string>() + "; not reduced: " + why_not;
+      }
+    }
   }
   t.programs++;
   return record_failure(c, t, info, i, now - w.program_started);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -41,6 +42,7 @@ constexpr std::pair<std::string_view, PlantedFault> kPlantedFaults[] = {
     {"overflow_gradient", PlantedFault::overflow_gradient},
     {"accept_bad_input", PlantedFault::accept_bad_input},
     {"harness_out_of_memory", PlantedFault::harness_out_of_memory},
+    {"crash_in_softmax", PlantedFault::crash_in_softmax},
 };
 }  // namespace
 
@@ -239,6 +241,9 @@ class Checker {
     for (OracleKind k : {OracleKind::agreement, OracleKind::gradients, OracleKind::bad_input})
       if (!runs_for && o_.enabled[size_t(k)]) runs_for = k;
     if (o_.fault == PlantedFault::harness_out_of_memory && runs_for) throw std::bad_alloc();
+    if (o_.fault == PlantedFault::crash_in_softmax && runs_for)
+      for (const Value& v : p_.values)
+        if (!v.is_input() && op_def(v.node().op).name == "softmax") std::abort();
     if (runs_for)
       timed(*runs_for, [&] {
         for (const Device& d : devices_) runs.push_back(run_on_device(p_, d));

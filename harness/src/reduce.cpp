@@ -65,10 +65,34 @@ Program compact_program(const Program& p, int keep) {
 Program reduce_program(const Program& p0, const CheckOptions& opts, const Failure& target, ReduceStats* stats,
                        int max_checks) {
   const std::string sig = target.signature();
-  int checks = 0;
   CheckOptions o = opts;
   o.keep_node_table = false;
   o.only(target.oracle);
+  ReduceGoal goal;
+  goal.node = target.node;
+  goal.whole_program = target.oracle == OracleKind::gradients;
+  goal.fails = [&](const Program& c) -> std::optional<int> {
+    ProgramReport r = check_program(c, o);  // ProgramError(over_budget) ends the reduction (reduce_while)
+    for (const Failure& f : r.failures)
+      if (f.signature() == sig) return f.node;
+    return std::nullopt;
+  };
+  return reduce_while(p0, opts, goal, stats, max_checks);
+}
+
+namespace {
+// The program's values 0..k: what runs up to node k (a value refers only to earlier ones).
+Program prefix_through(const Program& p, int k) {
+  Program c = p;
+  c.values.resize(size_t(k) + 1);
+  if (c.backward_of && *c.backward_of > k) c.backward_of.reset();
+  return c;
+}
+}  // namespace
+
+Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGoal& goal, ReduceStats* stats,
+                     int max_checks) {
+  int checks = 0;
   bool out_of_time = false;
   auto still_fails = [&](const Program& c, int* node) {
     if (checks >= max_checks) return false;
@@ -81,31 +105,45 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
     } catch (const ParseError&) {
       return false;
     }
-    ProgramReport r;
+    std::optional<int> failing;
     try {
-      r = check_program(c, o);
+      failing = goal.fails(c);
     } catch (const ProgramError& e) {
       if (e.reason == ProgramError::Reason::over_budget) out_of_time = true, checks = max_checks;
       return false;
     }
-    for (const Failure& f : r.failures)
-      if (f.signature() == sig) {
-        if (node) *node = f.node;
-        return true;
-      }
-    return false;
+    if (failing && node) *node = *failing;
+    return failing.has_value();
   };
 
   Program best = p0;
-  int node = target.node;
-  if (target.oracle != OracleKind::gradients && best.backward_of) {
+  int node = goal.node;
+  if (!goal.whole_program && best.backward_of) {
     Program c = best;
     c.backward_of.reset();
     if (still_fails(c, &node)) best = c;
   }
+  // 0. A failure of no known node (a crash, a hang): the smallest prefix of the program that still fails ends at
+  //    the node that fails, found by bisection over the nodes (a prefix runs the same calls as the whole program,
+  //    up to its end). Step 1 then keeps only what that node needs.
+  if (node < 0 && !goal.whole_program) {
+    std::vector<int> nodes;
+    for (size_t v = 0; v < best.values.size(); ++v)
+      if (!best.values[v].is_input()) nodes.push_back(int(v));
+    size_t lo = 0, hi = nodes.size();  // the answer is in [lo, hi); hi: none found yet
+    while (lo < hi && checks < max_checks) {
+      const size_t mid = lo + (hi - lo) / 2;
+      int n2 = -1;
+      if (still_fails(prefix_through(best, nodes[mid]), &n2))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    if (hi < nodes.size()) best = prefix_through(best, nodes[hi]), node = nodes[hi];
+  }
   // 1. Keep only what the failing node needs.
   if (node >= 0) {
-    Program c = compact_program(best, target.oracle == OracleKind::gradients ? -1 : node);
+    Program c = compact_program(best, goal.whole_program ? -1 : node);
     int n2 = node;
     if (still_fails(c, &n2)) best = c, node = n2;
   }
@@ -142,7 +180,7 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
       }
       Program c = best;
       c.values[size_t(v)].def = in;
-      int keep = target.oracle == OracleKind::gradients ? -1 : node;
+      int keep = goal.whole_program ? -1 : node;
       Program cc = compact_program(c, keep);
       // Renumbering moves the failing node; find it again from the check.
       int n2 = -1;
@@ -221,7 +259,7 @@ Program reduce_program(const Program& p0, const CheckOptions& opts, const Failur
   // 4. Untrack inputs; 5. simplify values (small integers, then zeros).
   for (size_t v = 0; v < best.values.size() && checks < max_checks; ++v) {
     if (!best.values[v].is_input() || domain_bound[v]) continue;
-    if (best.values[v].input().tracked && target.oracle != OracleKind::gradients) {
+    if (best.values[v].input().tracked && !goal.whole_program) {
       Program c = best;
       c.values[v].input().tracked = false;
       int n2 = node;

@@ -167,6 +167,29 @@ TEST(Cli, ACrashIsARecordedFailureAndTheCampaignGoesOn) {
   fs::remove_all(d);
 }
 
+// A program that crashes the worker is reduced like any failing program (Note [Reducing crashes and hangs]): the
+// planted fault aborts the process that runs a softmax node, so the reduced program is that one node.
+TEST(Cli, ACrashingProgramIsReducedToWhatCrashes) {
+  fs::path d = temp_dir("crash-reduced");
+  Result r = run("run --programs 30 --seed 1 --backends cpu --plant-fault crash_in_softmax --out " + d.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  ASSERT_EQ(j["failure_list"].size(), 1u) << j.dump(2);
+  const auto& f = j["failure_list"][0];
+  EXPECT_EQ(f["signature"], "supervisor||crash");
+  ASSERT_TRUE(f.contains("reduced")) << f.dump(2);
+  EXPECT_EQ(f["reduced_nodes"], 1);
+  const Program reduced = load_program((d / f["file"].get<std::string>()).string());
+  ASSERT_EQ(reduced.num_nodes(), 1);
+  EXPECT_EQ(op_def(reduced.values.back().node().op).name, "softmax");
+  EXPECT_GT(load_program((d / (f["file"].get<std::string>() + ".orig")).string()).num_nodes(), 1)
+      << "the program as found is kept beside it";
+  // The saved program still crashes a process that runs it: replay aborts.
+  Result replay = run("replay " + (d / f["file"].get<std::string>()).string() + " --plant-fault crash_in_softmax");
+  EXPECT_EQ(replay.status, 128 + SIGABRT) << replay.out;
+  fs::remove_all(d);
+}
+
 TEST(Cli, AHangIsARecordedFailure) {
   fs::path d = temp_dir("hang");
   Result r = run("run --programs 3 --backends cpu --oracles contract --hang-at 1 --hang-seconds 1 --out " + d.string());

@@ -68,6 +68,7 @@ enum class PlantedFault : uint8_t {
   overflow_gradient,      // gradients: the first element of every observed gradient is +inf
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
   harness_out_of_memory,  // the harness itself: std::bad_alloc while reading results back (never a finding)
+  crash_in_softmax,       // the process aborts when it runs a softmax node on a device (a kernel that crashes)
 };
 PlantedFault parse_planted_fault(std::string_view name);  // "" -> none; unknown -> none
 std::string_view planted_fault_name(PlantedFault f);     // as parse_planted_fault reads it

@@ -3,6 +3,9 @@
 // simplifies values. Reduced programs are typically one to three nodes.
 #pragma once
 
+#include <functional>
+#include <optional>
+
 #include "crossfire/harness/oracles.hpp"
 
 namespace crossfire::harness {
@@ -16,6 +19,18 @@ struct ReduceStats {
 // `target` is the failure to preserve; a program that no longer shows it is never returned.
 Program reduce_program(const Program& p, const CheckOptions& opts, const Failure& target, ReduceStats* stats = nullptr,
                        int max_checks = 400);
+
+// What a reduction must preserve, for a failure that is not one oracle's finding (a crash, a hang: the campaign's
+// supervisor reduces those with each candidate run in a child process).
+struct ReduceGoal {
+  int node = -1;               // the failing node; -1: not known (the smallest failing prefix is found first)
+  bool whole_program = false;  // the backward root and tracking are part of the failure (gradients)
+  // Whether a candidate still fails: the failing node (-1 when not known), or nullopt when it does not fail. May
+  // raise ProgramError(over_budget) to end the reduction with the smallest program found so far.
+  std::function<std::optional<int>(const Program&)> fails;
+};
+Program reduce_while(const Program& p, const CheckOptions& opts, const ReduceGoal& goal, ReduceStats* stats = nullptr,
+                     int max_checks = 400);
 
 // Removes values nobody needs (keeping `keep` and its ancestors, and the backward root) and renumbers.
 Program compact_program(const Program& p, int keep);
