@@ -1,4 +1,5 @@
 #!/bin/bash -eu
+# SPDX-License-Identifier: Apache-2.0
 # Called by ClusterFuzzLite / OSS-Fuzz (which set CC, CXX, CFLAGS, CXXFLAGS with the sanitizer, -stdlib=libc++ and
 # -fsanitize=fuzzer-no-link, LIB_FUZZING_ENGINE, SRC and OUT). Builds every fuzz target of fuzz/ against the fuzzing
 # engine and ships, per target, its libFuzzer options, its dictionary and its corpus as <target>_seed_corpus.zip.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replaces the global allocation functions with counting ones (see alloc_counter.hpp). Counting is a relaxed
 // load+store on one global, like the backend counters (Note [Counters are cheap] in dispatch/src/backend.cpp):
 // benchmarks run one thread at a time, and the counter must not add a locked instruction to the op it measures.

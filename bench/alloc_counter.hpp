@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heap allocation counting for the benchmarks: the benchmark binaries replace the global operator new/delete
 // (alloc_counter.cpp) with versions that count, so a benchmark can report allocations per op as a counter.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Machine context for the benchmark JSON (see alloc_counter.hpp).
 #include <string>
 

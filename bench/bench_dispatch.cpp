@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch overhead, per available backend, on 1-element tensors (so the kernel's own work is negligible):
 //
 //   dispatch/<backend>/<case>/api           the typed public API (ops.hpp): validation, output allocation, kernel,

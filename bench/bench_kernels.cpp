@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel throughput: every op of kOpTable, at three sizes, on every available backend, registered by one loop over
 // the table (contract section 2: the benchmarks enumerate the table, they keep no list of ops). Arguments come from
 // the generator in op_cases.cpp. Each benchmark runs the backend's kernel directly on a pre-allocated output

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tiny argument generator for the kernel benchmarks: valid arguments for any op of kOpTable, built from its
 // OpFamily and signature (roles, accepted dtypes, value domains), never from a list of op names. Adding an op to
 // the table gives it a benchmark with no change here, as long as its family is one this file knows.

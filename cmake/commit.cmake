@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run at build time (`cmake -DSOURCE_DIR=... -DOUTPUT=... -P commit.cmake`): writes OUTPUT, a C++ source that
 # defines crossfire::build_commit(), with the commit the tree is built from ("" outside a git checkout, "-dirty"
 # appended when tracked files differ from it). The file is rewritten only when its text changes, so an unchanged

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Backends are optional at configure time through one mechanism:
 #
 #   crossfire_backend(<name> [OPTION <cache variable AUTO|ON|OFF>])

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fuzz_call: hostile calls straight into dispatch. The bytes pick an op from the table and build its argument pack
 // (harness/hostile_call.hpp: roles right or wrong, tensors of any dtype, rank, size and CPU device, attributes
 // with huge, negative and out-of-range values, lists empty or long, devices of no known backend); validate() must

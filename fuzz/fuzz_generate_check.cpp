@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fuzz_generate_check: the bytes drive the program generator (ByteChoices), and the generated program must
 // (1) round-trip through the text format and (2) pass every oracle: the contract model and dispatch agree on
 // every call as written (across the CPU devices), every node agrees with the f64 reference on cpu:0, gradients

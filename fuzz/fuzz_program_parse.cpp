@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fuzz_program_parse: any byte string given to the program parser either parses or raises ParseError (with a line
 // and column), never crashes, hangs or allocates without bound; and whatever parses prints back to text that
 // parses to the same program and prints identically (the format round-trips exactly).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fuzz_program_run: arbitrary bytes as a hand-written program, run the way `crossfire replay` and `reduce` run a
 // file. Whatever parses is checked by every oracle on the CPU devices under a time budget, and a failing program is
 // reduced a little. The check may report findings (a hand-written program may be invalid, and replay shows that)

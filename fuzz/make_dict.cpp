@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the libFuzzer dictionary of the program format (docs/program-format.md) from the op table and the
 // format's own keywords, so the dictionary never lists ops by hand: every op name, every parameter name as
 // `name=`, every dtype and backend. The build runs it (fuzz/CMakeLists.txt); .clusterfuzzlite/build.sh ships the

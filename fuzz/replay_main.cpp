@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replay driver: what a fuzz target links instead of libFuzzer in an ordinary build. It runs every file named
 // on the command line (directories: every file in them, sorted) through LLVMFuzzerTestOneInput once, so the corpus
 // is a regression test that any compiler can build.

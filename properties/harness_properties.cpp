@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Properties of generated programs, with RapidCheck driving the generator (so failures shrink):
 //  - every generated program round-trips exactly through the text format;
 //  - the contract model and dispatch agree on every call (devices uniform or deliberately mismatched);

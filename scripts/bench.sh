@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds and runs crossfire's benchmarks (issue 5), writes Google Benchmark JSON to an output folder, appends the
 # run to the history and renders the dashboard. What CI runs (.github/workflows/bench.yml) is this script.
 #
@@ -32,7 +33,7 @@ build=1
 ref="${GITHUB_REF_NAME:-}"
 
 # The comment block that opens this file, and nothing after it.
-usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"; }
+usage() { awk 'NR == 1 || /SPDX-License-Identifier/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"; }
 while (($#)); do
   case "$1" in
     --out) out="$2"; shift 2 ;;

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares a benchmark run against a baseline (issue 5) and fails past a threshold.
 
   bench_compare.py BASELINE.json CONTENDER.json [--threshold 0.10] [--alpha 0.05] [--filter REGEX]

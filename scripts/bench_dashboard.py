@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Renders the benchmark history as one self-contained HTML page (issue 5).
 
   bench_dashboard.py --history HISTORY.jsonl --out dashboard.html [--threshold 0.05] [--alpha 0.05]

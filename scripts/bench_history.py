@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark results and their history (issue 5).
 
   bench_history.py merge OUT.json IN.json... [--medians MEDIANS.json]

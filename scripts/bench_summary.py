@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The key numbers of a benchmark run, as a Markdown report (issue 5; docs/benchmarks.md quotes it).
 
   bench_summary.py RUN.json [--out FILE]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs .clusterfuzzlite/build.sh as ClusterFuzzLite would, where its Docker image cannot run: with the variables
 # its base-builder sets (CC, CXX, CFLAGS and CXXFLAGS with AddressSanitizer, -fsanitize=fuzzer-no-link and
 # -stdlib=libc++, LIB_FUZZING_ENGINE, SRC, OUT, WORK) on Debian's clang-14 and libc++-14, then checks what it left
-# in OUT: each fuzz target, its code compiled against libc++ and linked with it, with its options, dictionary and seed corpus,
-# and each target run over its whole seed corpus (libFuzzer -runs=0) with its options, as ClusterFuzzLite's
+# in OUT: each fuzz target, its code compiled against libc++ and linked with it, with its options, dictionary and
+# seed corpus, and each target run over its whole seed corpus (libFuzzer -runs=0) with its options, as ClusterFuzzLite's
 # first step does.
 #
 #   scripts/cflite-local.sh [--keep DIR]     (default: a temporary directory, removed at the end)
@@ -12,9 +13,9 @@
 # by the Dockerfile). Those differ in versions, not in kind: the same CMake options, the same header-only fmt, the
 # same libc++ link. One difference is in kind, and is made up for here: OSS-Fuzz's libFuzzer carries its own
 # private copy of the C++ library, while Debian's libclang_rt.fuzzer.a was built against libstdc++ and needs it at
-# link time. So LIB_FUZZING_ENGINE links libstdc++.so.6 here (by file name: clang rewrites a plain -lstdc++ into the -stdlib it was given), and instead of "no libstdc++ in the binary" the script
-# checks that every one of crossfire's own objects was compiled against libc++ (std::__1) and none against
-# libstdc++ (std::__cxx11).
+# link time. So LIB_FUZZING_ENGINE links libstdc++.so.6 here (by file name: clang rewrites a plain -lstdc++ into
+# the -stdlib it was given), and instead of "no libstdc++ in the binary" the script checks that every one of
+# crossfire's own libraries was compiled against libc++ (std::__1) and none against libstdc++ (std::__cxx11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,7 +24,9 @@ keep=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help)
+      awk 'NR == 1 || /SPDX-License-Identifier/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+      exit 0 ;;
     *) echo "cflite-local.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +36,8 @@ for need in clang-14 clang++-14 zip unzip; do
   command -v "$need" >/dev/null || { echo "cflite-local.sh: $need not found" >&2; exit 2; }
 done
 if ! echo '#include <vector>
-int main() { std::vector<int> v{1}; return v[0] - 1; }' | clang++-14 -stdlib=libc++ -x c++ - -o /dev/null 2>/dev/null; then
+int main() { std::vector<int> v{1}; return v[0] - 1; }' |
+     clang++-14 -stdlib=libc++ -x c++ - -o /dev/null 2>/dev/null; then
   echo "cflite-local.sh: clang++-14 cannot link against libc++ (install libc++-14-dev libc++abi-14-dev)" >&2
   exit 2
 fi
@@ -55,7 +59,8 @@ export SANITIZER=address FUZZING_ENGINE=libfuzzer ARCHITECTURE=x86_64
 export CFLAGS="-O1 -fno-omit-frame-pointer -gline-tables-only -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
 -fsanitize=address -fsanitize-address-use-after-scope -fsanitize=fuzzer-no-link"
 export CXXFLAGS="$CFLAGS -stdlib=libc++"
-export LIB_FUZZING_ENGINE="-fsanitize=fuzzer -Wl,-l:libstdc++.so.6"  # libstdc++: for Debian's libFuzzer only (see above)
+# (libstdc++ for Debian's libFuzzer only: see above)
+export LIB_FUZZING_ENGINE="-fsanitize=fuzzer -Wl,-l:libstdc++.so.6"
 if command -v ccache >/dev/null; then export CCACHE_DIR=${CCACHE_DIR:-$HOME/.ccache}; fi
 
 echo "cflite-local: build.sh with CXXFLAGS=$CXXFLAGS"
@@ -101,6 +106,7 @@ for t in "${targets[@]}"; do
   fi
 done
 if [[ $status -eq 0 ]]; then
-  echo "cflite-local: ok: ${#targets[@]} targets built by .clusterfuzzlite/build.sh with libc++, each ran its seed corpus"
+  echo "cflite-local: ok: ${#targets[@]} targets built by .clusterfuzzlite/build.sh with libc++," \
+    "each ran its seed corpus"
 fi
 exit $status

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Grows the checked-in fuzz corpora: fuzzes each target with libFuzzer under AddressSanitizer + UBSan (clang 14,
 # the `fuzz` preset) for a given time, then merges what it found into fuzz/corpus/<target> with -merge=1, which
 # keeps a minimal set of inputs covering every feature of the old corpus and the new inputs (docs/fuzzing.md).
@@ -20,7 +21,9 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --no-merge) merge=0; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help)
+      awk 'NR == 1 || /SPDX-License-Identifier/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+      exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac

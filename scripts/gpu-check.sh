@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The CUDA backend's check on a machine with an NVIDIA GPU (made for one H200, 16 cores, a fresh Debian-like image
 # with the CUDA toolkit and driver): installs crossfire's packages, builds a Release tree with CUDA on and only the
 # CUDA test binaries, prints the GPUs and crossfire's device list, and runs every CUDA test through ctest.

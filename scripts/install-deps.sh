@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package crossfire needs to build, test, fuzz and benchmark.
 # Idempotent: packages already present are skipped, so a second run costs seconds.
 # Usage: scripts/install-deps.sh [--with-browser]   (chromium is only needed for the dashboard test)

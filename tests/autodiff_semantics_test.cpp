@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The autodiff engine's promises (contract section 5), on the backend under test: what can be tracked, what
 // backward() accepts, accumulation, no_grad, constants, the cast rule of validation step 4, and gradients that
 // cross devices (each gradient lives on its leaf's device).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What may run concurrently (contract section 8, docs/contract.md "Threads"), on the backend under test:
 // backward() from many threads into one shared leaf loses no gradient, reading that leaf's grad() while others
 // accumulate is safe, independent work on different tensors from many threads gives the single-threaded results,

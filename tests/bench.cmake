@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark tooling tests (issue 5), label bench. Python tests run with /usr/bin/python3 (Debian's, which has scipy
 # for compare.py's U-test). The dashboard test needs Chromium and is skipped, with the reason, without it.
 find_program(CROSSFIRE_BENCH_PYTHON NAMES python3 HINTS /usr/bin NO_DEFAULT_PATH)

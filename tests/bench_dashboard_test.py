@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Renders the benchmark dashboard from synthetic histories in headless Chromium and checks the result (issue 5;
 issue 18, item 7: "the benchmark dashboard tells change from noise").
 

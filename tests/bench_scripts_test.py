@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Error handling and behaviour of the benchmark scripts (issue 5): bench_compare.py, bench_history.py,
 bench_dashboard.py, bench_summary.py. Run by ctest (label bench) with /usr/bin/python3."""
 import json

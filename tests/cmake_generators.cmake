@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Both of CMake's usual generators configure this project (issue 17, item 11): the Unix Makefiles generator, CMake's
 # default, once refused to ("CUDA_ARCHITECTURES is empty for target crossfire", Note [CUDA architectures are set
 # before any target] in the top-level CMakeLists.txt) while Ninja, which the presets and scripts use, passed.

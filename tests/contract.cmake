@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Contract sections 1, 3 and 4 (devices, targets, validation order, DeviceMismatch exactness), per backend.
 crossfire_backend_test(contract AREA contract SOURCES contract_devices_test.cpp contract_mismatch_test.cpp
                        contract_validation_test.cpp)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contract section 1 (devices, availability) and section 3 (targets, NoTensorInput).
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contract section 4: DeviceMismatch is exact. For EVERY op in the op table with tensor parameters and EVERY
 // tensor argument position (position 0, list elements and the optional bias included), an argument moved to
 // another device is blamed completely and precisely, for both kinds of mismatch (another backend, another index

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contract section 4's order of precedence and section 7's bad input: every check raises its typed error, naming
 // the op and the argument, before any side effect.
 #include <gtest/gtest.h>

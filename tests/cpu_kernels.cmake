@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The CPU kernels' hand-worked semantics (Philox known answers, conversions, wrap-around, NaN rules, broadcasting,
 # reductions, conv/unfold/fold geometry, data movement). Built once: it checks the CPU backend that every other
 # backend is compared against.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU kernels, hand-worked cases for reductions (NaN and ties in max/argmax, strided axes, empty inputs), softmax's
 // stability, matmul's batch broadcasting, conv2d / unfold / fold geometry (and fold as unfold's adjoint), and the
 // data-movement kernels. Expected values are worked out by hand or by plain loops written here.

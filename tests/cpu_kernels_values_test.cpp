@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU kernels, hand-worked cases for the semantics other backends must match bit for bit: the Philox stream
 // (Random123's published known answers), conversions (saturation, NaN, rounding), i32 wrap-around, NaN and signed
 // zero in maximum/minimum/relu, and broadcasting layouts. Expected values come from the op table's doc strings and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The CUDA backend's own tests (kernels/cuda), labelled `cuda`. Built in every configuration: with
 # CUDA compiled out or no device they check that the backend is unavailable with a one-line reason and that cuda:0
 # raises BackendUnavailable; with a device they check the kernels, typed errors and the allocator.

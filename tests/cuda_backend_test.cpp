@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's own checks (kernels/cuda), beside the shared suites that every backend runs.
 //
 // Without a device (or with CUDA compiled out): the backend is unavailable and says why in one line (contract

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prints every backend's availability and devices, one line each:
 //   cpu: 2 devices
 //     cpu:0  host (logical device 0 of 2, 16 hardware threads)  [cpu]  crossfire cpu backend (Eigen)

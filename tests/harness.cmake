@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The harness's own tests (issue 4): the program format, the generator, each oracle catching a planted fault, the
 # reducer, and the `crossfire` command end to end (campaign reports, crash supervision, replay, reduce).
 if(TARGET crossfire_harness)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Per-op forward tests (contract section 6) on every backend: every op of the op table against the f64 reference
 # evaluator (harness/reference), small hand-worked cases per family, ops at the extents where kernels break
 # (ops_large_test.cpp), and the reference evaluator's own tests.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument sets for the per-op forward tests: a few valid calls per op, built from the op table's families, dtypes
 // and domains on the device under test, and a runner that checks a dispatch result against the f64 reference.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every op of kOpTable, forward, on the device under test, against the f64 reference evaluator within the op's
 // derived bound (contract section 6): exact for integer, bool and data-movement results. The test list is the op
 // table itself, so a new op without argument cases fails here.

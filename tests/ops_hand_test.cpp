@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small hand-worked cases per op family: expected values worked out on paper (in the comments), checked against
 // the reference evaluator (so they test it too) and against dispatch on the device under test.
 #include <gtest/gtest.h>

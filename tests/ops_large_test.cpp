@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ops at the extents where kernels change behaviour or hit a driver's limits, on every backend: long softmax rows,
 // conv2d outputs that sum tens of thousands of products, means whose f32 running sum would overflow. Each call is
 // held to the reference's bound (contract section 6), and each expected value is worked out by hand in a comment

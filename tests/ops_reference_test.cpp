@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference evaluator's own tests: its table covers kOpTable, Philox matches the published known answers, the
 // bound behaves as reference.hpp's Note [The bound, and the rounding of the output] says, and bad calls raise.
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """crossfire's reports as the tools that consume them read them (issue 18, items 3-6).
 
     reports_test.py CROSSFIRE            junit.xml and report.json of real campaigns: a clean one, one with failures

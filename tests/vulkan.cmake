@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Vulkan backend's own tests (kernels/vulkan), labelled `vulkan`: discovery, transfers, the pool, deferred
 # frees, typed errors, Philox bit-exactness, transcendental accuracy at the edges, and a zero validation-message
 # count. The shared suites (ops, contract, autodiff) run on vulkan:0 as test_<suite>_vulkan on their own.

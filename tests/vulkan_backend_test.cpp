@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Vulkan backend's own behaviour (issue 3): what the shared op/contract suites do not see. Every test skips
 // with the reason when this machine has no Vulkan device.
 #include <gtest/gtest.h>

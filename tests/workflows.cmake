@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The GitHub workflows call only the project's scripts, with options and variables those scripts handle (issue 5),
 # label workflows. Needs /usr/bin/python3 with PyYAML (python3-yaml; scripts/install-deps.sh installs it).
 find_program(CROSSFIRE_WORKFLOWS_PYTHON NAMES python3 HINTS /usr/bin NO_DEFAULT_PATH)

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The GitHub workflows only call the project's own scripts, and call them in ways the scripts understand (issue 5:
 "what runs on GitHub is what runs locally"). actionlint (scripts/lint-workflows.sh) checks the workflow syntax and
 expressions; this checks what actionlint cannot know about this repository:
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import unittest
 
 import yaml
@@ -270,6 +272,44 @@ class PresetsTest(unittest.TestCase):
         planted = copy.deepcopy(self.presets)
         planted["testPresets"] = [p for p in planted["testPresets"] if p["name"] != "clang"]
         self.assertEqual(preset_gaps(planted), ["testPresets: no `clang`"])
+
+
+# Source files carry an SPDX license line in their first three lines (LICENSE: Apache-2.0): C, C++, CUDA and GLSL
+# sources, CMake files, Python and shell scripts, workflows and the ClusterFuzzLite files.
+SPDX = "SPDX-License-Identifier: Apache-2.0"
+SOURCE_RE = re.compile(r"(\.(cpp|hpp|h|cu|cuh|comp|glsl|cmake|py|sh|yml|yaml)|\.hpp\.in|/CMakeLists\.txt|^CMakeLists\.txt"
+                       r"|^\.ci/run|^\.clusterfuzzlite/Dockerfile)$")
+
+
+def tracked_files():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True, check=True).stdout
+        return out.split()
+    except (OSError, subprocess.CalledProcessError):  # a source tree without git: every file outside build dirs
+        files = []
+        for d, dirs, names in os.walk(ROOT):
+            dirs[:] = [x for x in dirs if not x.startswith("build") and x != ".git"]
+            files += [os.path.relpath(os.path.join(d, n), ROOT) for n in names]
+        return files
+
+
+def missing_license(files, read):
+    return [f for f in files if SOURCE_RE.search(f) and SPDX not in "\n".join(read(f).splitlines()[:3])]
+
+
+class LicenseTest(unittest.TestCase):
+    def test_every_source_file_says_its_license(self):
+        def read(f):
+            with open(os.path.join(ROOT, f), encoding="utf-8", errors="replace") as fh:
+                return fh.read(4096)
+        files = tracked_files()
+        self.assertGreater(len([f for f in files if SOURCE_RE.search(f)]), 100)
+        self.assertEqual(missing_license(files, read), [])
+
+    def test_a_file_without_one_is_reported(self):
+        texts = {"a/x.cpp": "// SPDX-License-Identifier: Apache-2.0\n", "b/CMakeLists.txt": "project(x)\n",
+                 "s.sh": "#!/bin/sh\n# SPDX-License-Identifier: Apache-2.0\n", "docs/a.md": "text\n"}
+        self.assertEqual(missing_license(list(texts), texts.get), ["b/CMakeLists.txt"])
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reverse mode (contract section 5). Backward rules live in the op table and are written with forward ops, so this
 // engine knows nothing about any backend: it orders the graph, calls rules and accumulates.
 #include <unordered_map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Autodiff state of a tensor and the graph node that produced it. Private to dispatch/.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Backward rules (contract section 5). Every rule is written with forward ops only (ops.hpp), so each backend gets
 // gradients from its forward kernels and no backend has backward code of its own. The engine (autodiff.cpp) calls
 // a rule under no_grad and checks that every gradient it asked for has its input's shape and device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One walk over cat's list, shared by cat's output rule (rules.cpp) and cat's fast path (dispatch.cpp).
 #pragma once
 

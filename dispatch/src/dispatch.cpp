@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch: validation (contract sections 3 and 4), output allocation, kernel launch, autodiff recording.
 #include "crossfire/dispatch.hpp"
 

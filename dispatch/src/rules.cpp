@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Output rules (validation step 5): each computes an op's output dtype, shape and device from its arguments, or
 // raises ShapeError / InvalidArgument naming the argument. Referenced from kOpTable.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The harness's own speed: generation of valid 10-node programs (issue 4 asks for >= 20,000 per second on one
 // core), the text format's round trip, and campaign throughput (programs checked by all four oracles per second,
 // as `crossfire run` does it, without the supervising process).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The f64 reference evaluator (see reference.hpp, Note [What the reference computes]). Plain loops, one small
 // evaluation function per op, found through a name -> function table that is checked against kOpTable at compile
 // time. Nothing here is shared with kernels/ or with dispatch/src/rules.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The f64 reference evaluator: every op of the op table computed with plain loops in double precision on host
 // values. It shares no code with any backend's kernels (it is what they are checked against) and none with the
 // op table's output rules: it reads only the op table's metadata (names, parameters, accepted dtypes) and works out

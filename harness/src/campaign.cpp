@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Campaigns: supervisor, worker, reports (see campaign.hpp).
 #include "crossfire/harness/campaign.hpp"
 

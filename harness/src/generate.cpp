@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The program generator: constructive, table-driven, no rejection loops (see generate.hpp).
 #include "crossfire/harness/generate.hpp"
 

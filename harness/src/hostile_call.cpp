@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See hostile_call.hpp.
 #include "crossfire/harness/hostile_call.hpp"
 

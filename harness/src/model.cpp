@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract model (an independent reading of contract sections 3-4) and the program executor.
 #include "crossfire/harness/model.hpp"
 

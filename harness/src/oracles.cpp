@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The oracles (see oracles.hpp).
 #include "crossfire/harness/oracles.hpp"
 

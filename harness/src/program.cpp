@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The program text format: printer and parser (docs/program-format.md).
 #include "crossfire/harness/program.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer (see reduce.hpp).
 #include "crossfire/harness/reduce.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reports: render a CampaignReport as report.json, junit.xml and report.html, read report.json back, and merge
 // shards' reports (see report.hpp; the schema is docs/report-format.md).
 #include "crossfire/harness/report.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The values file of `crossfire replay --values` (values.hpp; schema in docs/program-format.md).
 #include "crossfire/harness/values.hpp"
 

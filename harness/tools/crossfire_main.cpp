@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `crossfire` command: backends, run (a campaign), replay, reduce. See docs/program-format.md for programs.
 #include <algorithm>
 #include <charconv>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend: host memory, N logical devices (so device-index mismatches are testable on any machine).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend's kernel table: one registration function per family (kernel_support.hpp lists them). Every op of
 // kOpTable has a CPU kernel except from_data and to, which dispatch runs itself; the kernel tests check that.
 #include "kernel_support.hpp"

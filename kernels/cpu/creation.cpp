@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Creation kernels: zeros, ones, full, arange, rand, randn. (from_data is dispatch's own: it is a plain write.)
 #include <cmath>
 #include <numbers>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels: unary, binary (numpy broadcasting), compare, logic, where and cast. One driver,
 // map_elementwise(), serves them all; each op is a small functor whose constraints say which dtypes it takes.
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every CPU kernel family shares: typed access to tensor data, dtype -> C++ type dispatch, crossfire's value
 // conversion rules (cast, full, arange), and strided iteration (Note [Strided iteration]) used by the elementwise
 // driver and the data-movement kernels. Internal to kernels/cpu.

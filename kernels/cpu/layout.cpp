@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layout kernels: pure data movement, bit-exact (reshape, permute, slice, expand, cat, index_select). They move
 // bytes, never values, so each is written once per element size (Note [Strided iteration] in kernel_support.hpp).
 #include <fmt/format.h>

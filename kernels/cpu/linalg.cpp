@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear algebra: matmul (Eigen GEMM per batch, batch dims broadcast), unfold (im2col), fold (col2im) and conv2d
 // (im2col + Eigen GEMM + bias).
 #include <memory>

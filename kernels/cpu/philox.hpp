@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", SC 2011), and the way
 // crossfire's rand/randn turn its blocks into a stream. Header-only, constexpr and dependency-free, so that any
 // backend's host code (or a test) can compute the exact words the device must produce.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions (sum, mean, max, argmax) over one axis or all elements, and softmax along an axis.
 //
 // Every kernel here sees its input as [outer, len, inner]: the reduced axis has length len, the dims before it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side helpers shared by the kernel families: launch geometry, index arithmetic, NaN-aware comparisons.
 // Included only by .cu files.
 #pragma once

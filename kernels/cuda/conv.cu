@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution family: conv2d as a direct convolution (one thread per output element), unfold (im2col) and its
 // adjoint fold (col2im). fold gathers rather than scatters: each output pixel sums the patch entries that cover
 // it in a fixed order, so it needs no atomics and is deterministic.

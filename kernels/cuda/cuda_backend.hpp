@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: one crossfire device per CUDA device, one stream per device, a caching allocator.
 //
 // Note [CUDA backend: streams and synchronisation]

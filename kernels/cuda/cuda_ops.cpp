@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's kernel table: one host function per op family that reads the validated call (KernelCall),
 // describes the work as one of launch.hpp's plain structs and hands it to the family's device code on the device's
 // stream. Dispatch has already checked devices, dtypes, shapes and attributes and allocated the output, so nothing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise family: creation fills, unary and binary ops (numpy broadcasting), where, cast. One functor per op;
 // the launchers are templates over the functor, instantiated from the X-macro lists in launch.hpp.
 #include <cuda_runtime.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seam between the CUDA backend's host code (compiled by the C++ compiler, which sees the op table) and its
 // device code (compiled by nvcc, which never does: nvcc's front end cannot evaluate kOpTable, see
 // Note [Why the kernels never see the op table]). Everything that crosses it is plain data: pointers, sizes and

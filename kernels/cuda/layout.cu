@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layout family: data movement, bit-exact. permute, slice and expand are one strided gather (launch.hpp's
 // Strided); index_select checks its indices on the device before it gathers. reshape and cat need no kernel
 // (cuda_ops.cpp does them with cudaMemcpyAsync / cudaMemcpy2DAsync).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matmul family: a shared-memory tiled SGEMM (64 x 64 output tile per block, 16-deep k slices, 4 x 4 outputs per
 // thread) over a broadcast batch. Straightforward rather than peak: it accumulates each output along k in order
 // with FMA, so its error is within the op's reduction bound and the result is deterministic.

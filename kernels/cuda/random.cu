@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random family: rand and randn from Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy
 // as 1, 2, 3", SC 2011), exactly as the op table's doc strings define the stream, so that every backend produces
 // the same values for the same seed. One thread computes one Philox block (four consecutive elements).

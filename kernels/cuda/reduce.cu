@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction family: sum, mean, max, argmax over [outer, len, inner] (an axis, or every element with outer =
 // inner = 1), and softmax, which is two reductions and a map along its axis. Every reduction runs in a fixed order
 // (no atomics), so results are deterministic run to run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Vulkan backend's device side: discovery, the pooled allocator, transfers, pipelines and batched submission.
 // Kernels (what each op records) live in vulkan_kernels.cpp. See Note [Vulkan batches and deferred frees].
 #include "vulkan_backend.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Vulkan backend: one crossfire device per Vulkan physical device (vulkan:N), a pooled sub-allocator per
 // device, and command buffers recorded per op and submitted in batches.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vulkan kernels: what each op records. Every kernel computes push constants (shapes, strides) on the host, picks a
 // cached pipeline for its shader module and specialization constants, and records one dispatch (or a fill/copy)
 // into the device's current batch; none of them waits, except index_select, which must read its indices.

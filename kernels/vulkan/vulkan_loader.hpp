@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Vulkan loader, opened at run time. Building with VK_NO_PROTOTYPES and resolving every entry point through
 // vkGetInstanceProcAddr means a machine without libvulkan (or with a broken driver) still starts: the backend just
 // reports itself unavailable with the reason (contract section 1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `crossfire` command end to end: backends, a campaign's reports, crash and hang supervision, Ctrl-C, an
 // unwritable --out, replay and reduce.
 #include <gtest/gtest.h>

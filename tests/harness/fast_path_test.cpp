@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch's specialised path (Note [Specialised fast path] in dispatch/src/dispatch.cpp) against its generic
 // path, on hostile calls replayed from a seeded PRNG (harness/hostile_call.hpp, the same builder fuzz_call uses):
 //  - validate() and detail::validate_generic() end the same way: the same output spec, or the same error kind and

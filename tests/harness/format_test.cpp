@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The program text format: exact round trips, and parse errors with line and column for malformed, truncated and
 // oversized programs.
 #include <gtest/gtest.h>

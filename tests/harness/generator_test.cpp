@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The generator: sizes, coverage of the op table, device assignment, termination on any byte string, speed.
 #include <gtest/gtest.h>
 

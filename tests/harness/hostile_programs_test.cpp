@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile program files (contract section 7): each defect an outside review found in the path a hand-written
 // program takes (parse -> check_program -> reduce) ends in a typed error or a clean check, never a crash, UB, a
 // silent pass or unbounded work. fuzz/fuzz_program_run.cpp explores the same path from arbitrary bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each oracle catches a planted fault. The faults are planted at run time in what the oracle observes
 // (CheckOptions::fault) or fed to the oracles' pure comparison functions, so the normal build proves detection
 // without a special build; the same programs pass with no fault planted.

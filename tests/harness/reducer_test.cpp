@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer shrinks a failing program to a few nodes while the same failure persists.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "support/backend_under_test.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which backend a test binary checks (CROSSFIRE_TEST_BACKEND, set per binary by tests/CMakeLists.txt), and helpers
 // every suite uses.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arguments of one op call, as dispatch sees them: a fixed-size pack of non-owning views, built on the caller's
 // stack, so that a call costs no heap allocation (see Note [Validation fast path] in dispatch.cpp).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backend interface: the small set of things dispatch needs from a backend (cf. ggml's registry -> device ->
 // buffer): discovery, availability, memory, transfers, and a flat kernel table indexed by OpId.
 #pragma once

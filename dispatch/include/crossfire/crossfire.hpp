@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Everything a user of crossfire's dispatch core needs.
 #pragma once
 

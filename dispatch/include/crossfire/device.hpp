@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Devices, dtypes and shapes: the small value types every other part of crossfire speaks in.
 #pragma once
 

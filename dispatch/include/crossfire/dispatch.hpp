@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dispatch entry point: every op call, typed (ops.hpp) or generic (the harness), goes through call().
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One exception hierarchy for everything crossfire raises. Each error carries its facts as fields, so tests and
 // harnesses compare structure; the message (what()) is formatted once, when the error is raised, never on the
 // success path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // THE op table (contract section 2): every op crossfire knows is declared exactly once, below, in kOpTable.
 // Dispatch, validation, the kernels' registration, the generators, the benchmarks and the docs all enumerate this
 // table; none of them keeps its own list of ops. To add an op: add one OpDef here (with its output and backward

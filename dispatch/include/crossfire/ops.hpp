@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The typed public API: one inline function per op, each building an ArgPack on the stack (in place: see
 // Note [Arguments are built in place] in args.hpp) and calling dispatch.
 // These are conveniences; the op table stays the single declaration of every op (contract section 2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensors: a handle (Tensor) onto one contiguous buffer owned by a backend (TensorImpl).
 #pragma once
 

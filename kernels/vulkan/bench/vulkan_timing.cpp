@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Standalone timing of the Vulkan backend next to the CPU backend (issue 3's speed questions), without Google
 // Benchmark so that it builds wherever the backend does; bench/ may wrap the same loops later.
 //   crossfire_vulkan_timing [reps]

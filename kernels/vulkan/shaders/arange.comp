@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // arange: element i = start + i * step computed in f64 (as the op table says), then converted to the dtype
 // (i32: truncated toward zero, saturated). Only built into pipelines on devices with shaderFloat64; elsewhere the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // One input of cat: the output is [outer, total, inner]; this input fills axis slots [off, off + d) of it.
 // 4-byte dtypes scatter one element per invocation. Bool packs four elements per word and two inputs may share a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by every shader: the four storage buffers of the common pipeline layout (binding 0 is the output), dtype
 // loads, and NaN-aware float ordering done on bit patterns.
 //

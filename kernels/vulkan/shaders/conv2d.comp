@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Direct conv2d: one invocation per output element [n, o, y, x] sums C*kh*kw products (+ bias[o]), in the order
 // (c, ki, kj). The host splits that sum into passes of at most kConvTermsPerPass terms ([j0, j1) of the flattened

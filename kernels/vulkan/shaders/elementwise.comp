@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Every elementwise op: unary, binary with numpy broadcasting, compare, logic, where and cast. The op and the dtypes
 // are specialization constants, so each pipeline is one straight-line kernel. Inputs are addressed through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Strided gather: out[i] = x[base + sum_d coord_d(i) * stride_d]. Serves permute, slice and expand (and any other
 // view-shaped copy): the kernel only differs in the strides the host computes. Bit-exact for every dtype.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // unfold (FOLD = false): [N, C, H, W] -> [N, C*kh*kw, L], one invocation per output element (zero padding).
 // fold (FOLD = true): its adjoint [N, C*kh*kw, L] -> [N, C, H, W], one invocation per output element summing the

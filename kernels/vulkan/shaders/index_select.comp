@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // index_select: out [outer, J, inner] takes x [outer, D, inner] at index[j] along the middle axis. The host has
 // already checked every index (it raises InvalidArgument); the clamp only keeps a bad index from reading outside x.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // f32 transcendentals accurate to a few ulp (contract section 6's bound for exp/log/tanh/sigmoid is 4 eps):
 // GLSL's built-ins are allowed 3 + 2|x| ulp for exp, and lavapipe's (gallivm polynomials, exp via exp2 of a rounded
 // product) miss the bound for large |x|. Each function reduces the range exactly, then evaluates a short series.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Batched matmul [.., M, K] x [.., K, N] -> [.., M, N] with broadcast batch dims. 64x64 output tiles per
 // workgroup of 16x16 invocations, each computing a 4x4 block from K-slices staged in shared memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Op codes and dtype codes shared by the shaders (GLSL) and the kernels (C++): this file is valid in both
 // languages, so the two sides cannot drift apart. Dtype codes equal crossfire::DType's values.
 const int CF_F32 = 0;

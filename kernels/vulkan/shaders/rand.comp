@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // rand and randn from Philox4x32-10 (Salmon et al. 2011), bit-identical to the op table's definition: block b
 // uses counter (b, 0, 0, 0) and key (lo32(seed), hi32(seed)); element i takes word i % 4 of block i / 4.

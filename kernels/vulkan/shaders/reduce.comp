@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // sum, mean, max and argmax of x viewed as [outer, R, inner] over the middle axis, out [outer, inner].
 // GROUP = false: one invocation per output walks R in order (many short rows). GROUP = true: one workgroup per

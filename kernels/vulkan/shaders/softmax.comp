@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // softmax of x viewed as [outer, R, inner] along the middle axis.
 // GROUP = false: one invocation per row walks it three times (max, sum, write): short rows.

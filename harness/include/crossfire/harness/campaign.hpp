@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A campaign (`crossfire run`): programs generated from a seed, checked by the oracles in a supervised worker
 // process (a crash or hang is a recorded failure with its program saved, and the campaign goes on), failures
 // reduced and saved, reports written atomically to DIR (report.json, junit.xml, report.html).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `crossfire` command's exit statuses: one definition for the command, its tests and the docs
 // (docs/cli.md). A CI job reads them, so a run that checked nothing, was cut short or could not run its program
 // never exits 0.

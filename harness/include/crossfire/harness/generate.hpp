@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The program generator (issue 4): builds valid programs constructively from the op table (OpFamily says how
 // argument shapes relate, ParamDef says which dtypes, value domains and gradients each tensor parameter takes).
 // Every decision is one call to a ChoiceSource, so one generator core serves libFuzzer (bytes), RapidCheck

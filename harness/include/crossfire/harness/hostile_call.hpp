@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile calls: one op call with arbitrary arguments, built from choices. fuzz/fuzz_call.cpp feeds them to
 // dispatch from libFuzzer's bytes; tests/harness/fast_path_test.cpp replays them from a seeded PRNG to check that
 // dispatch's specialised path and its generic path agree (Note [Specialised fast path] in dispatch.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract model and the program executor.
 //
 // The model is the contract oracle's independent prediction (contract sections 3 and 4), computed from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The four oracles (issue 4), each independent of the code it checks:
 //  - contract:  the model (model.hpp) predicts success or the exact DeviceMismatch of every call; dispatch must
 //               match it exactly, and an error must leave counters, tape and inputs unchanged.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The harness's program IR (issue 4): a small op graph of inputs and op calls drawn from the op table, with a
 // readable, versioned text format that round-trips exactly (docs/program-format.md). Programs are what the
 // generators build, what the oracles run, what the reducer shrinks and what a failing campaign saves.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reducer (issue 4): shrinks a failing program while the same failure (Failure::signature) persists: keeps
 // only what the failing node depends on, cuts producers into plain inputs, collapses devices, drops tracking and
 // simplifies values. Reduced programs are typically one to three nodes.

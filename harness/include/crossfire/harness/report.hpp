@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A campaign's result, and the one module that renders it and reads it back. The campaign fills a CampaignReport
 // in as it runs and writes it to its --out directory as report.json (for tools; the schema is
 // docs/report-format.md), junit.xml (for CI test-result tools) and report.html (for a person triaging); `crossfire

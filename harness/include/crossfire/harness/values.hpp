@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `crossfire replay FILE --values OUT.json`: every value of a program on every device, with what the agreement
 // oracle judged it by, so that an external oracle (numpy, another framework) can re-check a run from the file
 // alone. The schema is docs/program-format.md's "Values file".
