@@ -30,3 +30,12 @@ if(TARGET crossfire_cli AND CROSSFIRE_REPORTS_PYTHON)
   set_tests_properties(harness.reports harness.reports_html_chromium
                        PROPERTIES LABELS "harness;core" TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+
+# crossfire as an installed package and as a subproject (issue 15): tests/package_test.sh. Not in sanitizer builds,
+# whose libraries a plain consumer could not link.
+if(TARGET crossfire_cli AND CROSSFIRE_INSTALL AND NOT CROSSFIRE_SANITIZE)
+  add_test(NAME package.install_and_subproject
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+                   ${CMAKE_CXX_COMPILER})
+  set_tests_properties(package.install_and_subproject PROPERTIES LABELS "package;core" TIMEOUT 900)
+endif()
