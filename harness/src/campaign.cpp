@@ -145,9 +145,17 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
     for (const OracleCounts& k : r.counts)
       counts.push_back({k.checked, k.failed, k.skipped_unsupported, k.skipped_other, k.seconds});
     msg["counts"] = counts;
-    json cov = json::object();
+    // Coverage as flat numbers (op id, device's position in c.devices, checked, unsupported, ...): the supervisor
+    // reads one such message per program, thousands a second with several workers, and adds them up without a
+    // string or map per entry (CoverageTally).
+    json cov = json::array();
     for (const auto& [op, per] : r.coverage)
-      for (const auto& [dev, n] : per) cov[op][dev] = {n[0], n[1]};
+      for (const auto& [dev, n] : per) {
+        const int id = find_op(op);
+        const auto d = std::find_if(c.devices.begin(), c.devices.end(), [&](const Device& x) { return x.str() == dev; });
+        if (id < 0 || d == c.devices.end()) continue;
+        for (uint64_t x : {uint64_t(id), uint64_t(d - c.devices.begin()), n[0], n[1]}) cov.push_back(x);
+      }
     msg["coverage"] = cov;
     json fails = json::array();
     std::set<std::string> seen;
@@ -195,6 +203,7 @@ CampaignReport initial_report(const CampaignConfig& c) {
   r.config.programs_limit = c.programs;
   r.config.hang_seconds = c.hang_seconds;
   r.config.shard = c.shard;
+  r.jobs = c.jobs;
   r.config.planted_fault = std::string(planted_fault_name(c.fault));
   std::vector<std::string> ops;
   for (OpId id : c.gen.ops) ops.emplace_back(op_def(id).name);
@@ -226,18 +235,21 @@ void write_progress_reports(const CampaignConfig& c, const CampaignReport& t, bo
 }
 
 // Records a failure the worker found or the supervisor saw; true when it is a new one (not seen before in this
-// campaign), whose program is now saved.
+// campaign), whose program is now saved. With several workers (Note [Parallel jobs]) programs finish out of order:
+// a failure seen before, but now in an earlier program, takes that program's record (and file), so the report
+// names the same first program whatever the order.
 bool record_failure(const CampaignConfig& c, CampaignReport& t, json info, uint64_t index, double seconds) {
-  std::string sig = info.value("signature", "");
-  if (FailureRecord* seen = t.find(sig)) {
+  const std::string sig = info.value("signature", "");
+  FailureRecord* seen = t.find(sig);
+  if (seen && seen->program_index <= index) {
     seen->occurrences++;
     return false;
   }
   FailureRecord f;
   f.program_index = index;
   f.seconds = seconds;
-  f.file = fmt::format("failures/failure-{:03}-{}-{}.program", t.failures.size() + 1, info.value("oracle", ""),
-                       info.value("op", "").empty() ? "program" : info.value("op", ""));
+  f.occurrences = seen ? seen->occurrences + 1 : 1;
+  f.file = failure_file_name(index, info.value("oracle", ""), info.value("op", ""), sig);
   if (!c.out_dir.empty()) {
     ::mkdir((c.out_dir + "/failures").c_str(), 0777);
     std::string header = fmt::format("# {}\n# {}\n# {}\n# campaign seed {}, program #{}\n", info.value("signature", ""),
@@ -254,7 +266,14 @@ bool record_failure(const CampaignConfig& c, CampaignReport& t, json info, uint6
     }
   }
   f.info = std::move(info);
-  t.failures.push_back(std::move(f));
+  if (seen) {  // the later program's record and files give way
+    if (!c.out_dir.empty())
+      for (const char* suffix : {"", ".orig"}) ::unlink((c.out_dir + "/" + seen->file + suffix).c_str());
+    *seen = std::move(f);
+    t.sort_failures();
+    return false;
+  }
+  t.add_failure(std::move(f));
   return true;
 }
 
@@ -309,8 +328,35 @@ Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
   return w;
 }
 
+// The coverage the workers send, added up per (op, device) in a plain array; written into the report's Coverage
+// (by op and device name) when a report is written.
+class CoverageTally {
+ public:
+  explicit CoverageTally(const CampaignConfig& c) : devices_(c.devices), cells_(size_t(kNumOps) * c.devices.size()) {}
+  void add(const json& flat) {
+    for (size_t k = 0; k + 3 < flat.size(); k += 4) {
+      const uint64_t op = flat[k].get<uint64_t>(), dev = flat[k + 1].get<uint64_t>();
+      if (op >= uint64_t(kNumOps) || dev >= devices_.size()) continue;
+      auto& cell = cells_[op * devices_.size() + dev];
+      cell[0] += flat[k + 2].get<uint64_t>();
+      cell[1] += flat[k + 3].get<uint64_t>();
+    }
+  }
+  void write_to(Coverage& out) const {
+    out.clear();
+    for (size_t op = 0; op < size_t(kNumOps); ++op)
+      for (size_t d = 0; d < devices_.size(); ++d)
+        if (const auto& cell = cells_[op * devices_.size() + d]; cell[0] || cell[1])
+          out[std::string(op_def(OpId(op)).name)][devices_[d].str()] = cell;
+  }
+
+ private:
+  std::vector<Device> devices_;
+  std::vector<std::array<uint64_t, 2>> cells_;
+};
+
 // Adds a finished program's counts and coverage to the totals.
-void add_counts(CampaignReport& t, const json& m) {
+void add_counts(CampaignReport& t, CoverageTally& coverage, const json& m) {
   t.programs++;
   t.nodes += m.value("nodes", 0);
   for (size_t k = 0; k < kNumOracles; ++k) {
@@ -318,12 +364,7 @@ void add_counts(CampaignReport& t, const json& m) {
     t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>(),
                      a[4].get<double>()});
   }
-  for (auto& [op, per] : m["coverage"].items())
-    for (auto& [dev, n] : per.items()) {
-      auto& cell = t.coverage[op][dev];
-      cell[0] += n[0].get<uint64_t>();
-      cell[1] += n[1].get<uint64_t>();
-    }
+  coverage.add(m["coverage"]);
 }
 
 // What one message from the worker changed.
@@ -333,8 +374,8 @@ struct MessageEffect {
 };
 
 // Applies one message from the worker; `next` becomes the program a fresh worker would start at.
-MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Worker& w, const json& m, double now,
-                             uint64_t& next) {
+MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, CoverageTally& coverage, Worker& w,
+                             const json& m, double now, uint64_t& next) {
   MessageEffect effect;
   std::string type = m.value("t", "");
   if (type == "start") {
@@ -347,7 +388,7 @@ MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Worker&
     w.in_flight_since = now;
   } else if (type == "done") {
     uint64_t i = m["i"].get<uint64_t>();
-    add_counts(t, m);
+    add_counts(t, coverage, m);
     for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i, now - w.program_started);
     if (m.contains("harness_error")) {
       t.harness_errors++;
@@ -496,83 +537,138 @@ bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worke
   return record_failure(c, t, info, i, now - w.program_started);
 }
 
-// Runs workers until the campaign is over (its time or programs are done, or a stop signal came), restarting one
-// after each crash or hang; the totals, with `interrupted` set when a signal stopped it.
+// Note [Parallel jobs]
+// `--jobs N` runs N workers side by side, each a supervised process of its own, over disjoint programs of the seed:
+// worker j checks the programs the shard's stride-N interleaving gives it (programs i = shard.index +
+// shard.count * (j + N * k), k = 0, 1, ...; CampaignConfig::lane_start and next_index). So with --programs P the
+// workers together check exactly the programs one worker would, and the report is the same apart from timings:
+// counts add up the same, and a failure's record is that of the first program that showed it, whichever worker
+// saw it first (record_failure). Each worker is isolated as one is: a crash or a hang is recorded, that worker is
+// restarted after the program it died on, and the others go on. The built-in backends are safe to drive from
+// several processes at once (each worker has its own CPU devices, Vulkan instance and CUDA context).
+
+// Runs workers until the campaign is over (its time or programs are done, or a stop signal came), restarting each
+// after a crash or hang; the totals, with `interrupted` set when a signal stopped it.
 CampaignReport supervise(const CampaignConfig& c) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const bool live = c.progress < 0 ? ::isatty(2) != 0 : c.progress == 1;
   CampaignReport t = initial_report(c);
+  CoverageTally coverage(c);
   StopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
   double last_print = 0, last_report = 0;
   bool warned = false;
   auto progress_reports = [&] {
     t.seconds = elapsed();
+    coverage.write_to(t.coverage);
     write_progress_reports(c, t, warned);
     last_report = t.seconds;
   };
   progress_reports();  // a campaign killed in its first seconds still leaves reports
 
-  uint64_t next = c.shard.index;  // the next program a fresh worker starts at
-  bool finished = false;
-  while (!finished && !g_interrupted) {
-    Worker w = start_worker(c, next, elapsed());
-    bool worker_done = false, killed_for_hang = false, stop = false;
-    while (!worker_done) {
-      stop = g_interrupted || (c.seconds > 0 && elapsed() >= c.seconds) || (c.programs > 0 && t.programs >= c.programs_in_shard());
-      if (stop) break;
-      pollfd pfd{w.fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 100) > 0) {
+  // One lane per job: its worker, and the program a fresh worker of the lane starts at.
+  struct Lane {
+    Worker w;
+    uint64_t next = 0;
+    bool running = false, finished = false;
+  };
+  std::vector<Lane> lanes(c.jobs);
+  auto has_programs = [&](uint64_t i) { return c.programs == 0 || i < c.programs; };
+  for (uint64_t j = 0; j < c.jobs; ++j) {
+    lanes[j].next = c.lane_start(j);
+    lanes[j].finished = !has_programs(lanes[j].next);
+  }
+  auto stopping = [&] {
+    return g_interrupted || (c.seconds > 0 && elapsed() >= c.seconds) ||
+           (c.programs > 0 && t.programs >= c.programs_in_shard());
+  };
+  // Ends a lane's worker: one that died in the middle of a program is a failure, and the lane starts again after it.
+  auto end_worker = [&](Lane& lane, bool killed_for_hang) {
+    ::close(lane.w.fd);
+    int status = 0;
+    if (stopping()) {  // a worker that ended because the campaign is stopping is no failure, whatever it died of
+      ::kill(lane.w.pid, SIGKILL);
+      ::waitpid(lane.w.pid, &status, 0);
+      lane.running = false;
+      return;
+    }
+    ::waitpid(lane.w.pid, &status, 0);
+    lane.running = false;
+    if (!lane.w.in_flight) {  // exited between programs (cannot happen unless killed from outside)
+      lane.finished = true;
+      return;
+    }
+    if (record_worker_death(c, t, lane.w, status, killed_for_hang, elapsed())) progress_reports();
+    lane.next = c.next_index(lane.w.in_flight_index);
+    if (!has_programs(lane.next)) lane.finished = true;
+  };
+
+  while (!stopping()) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> of;  // the lane of each entry of fds
+    for (size_t j = 0; j < lanes.size(); ++j) {
+      Lane& lane = lanes[j];
+      if (!lane.running && !lane.finished) {
+        lane.w = start_worker(c, lane.next, elapsed());
+        lane.running = true;
+      }
+      if (lane.running) fds.push_back({lane.w.fd, POLLIN, 0}), of.push_back(j);
+    }
+    if (fds.empty()) break;  // every lane checked its last program
+    // Messages are read in batches: after a poll that found some, the supervisor lets 1 ms of them gather before
+    // the next. Woken for every message (two per program, thousands of programs a second with several workers),
+    // it spent a third of a core in the kernel and took that core from the workers (docs/benchmarks.md, Parallel
+    // campaigns); a hang is still seen within --hang-seconds plus 1 ms.
+    if (::poll(fds.data(), fds.size(), 100) > 0) {
+      ::usleep(1000);
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Lane& lane = lanes[of[k]];
         char tmp[65536];
-        ssize_t n = ::read(w.fd, tmp, sizeof tmp);
+        ssize_t n = ::read(lane.w.fd, tmp, sizeof tmp);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-          worker_done = true;
-        } else {
-          w.buf.append(tmp, size_t(n));
-          size_t nl;
-          while ((nl = w.buf.find('\n')) != std::string::npos) {
-            json m = json::parse(w.buf.substr(0, nl), nullptr, false);
-            w.buf.erase(0, nl + 1);
-            if (m.is_discarded()) continue;
-            MessageEffect e = handle_message(c, t, w, m, elapsed(), next);
-            finished |= e.finished;
-            if (e.new_failure) progress_reports();  // its program is saved; the reports say so at once
-          }
+          end_worker(lane, /*killed_for_hang=*/false);
+          continue;
+        }
+        lane.w.buf.append(tmp, size_t(n));
+        size_t nl;
+        while ((nl = lane.w.buf.find('\n')) != std::string::npos) {
+          json m = json::parse(lane.w.buf.substr(0, nl), nullptr, false);
+          lane.w.buf.erase(0, nl + 1);
+          if (m.is_discarded()) continue;
+          MessageEffect e = handle_message(c, t, coverage, lane.w, m, elapsed(), lane.next);
+          lane.finished |= e.finished;
+          if (e.new_failure) progress_reports();  // its program is saved; the reports say so at once
         }
       }
-      if (w.in_flight && elapsed() - w.in_flight_since > c.hang_seconds) {
-        ::kill(w.pid, SIGKILL);
-        killed_for_hang = true;
-        worker_done = true;
-      }
-      double now = elapsed();
-      if (live && now - last_print >= 0.25) {
-        std::fprintf(stderr, "\r%s\x1b[K", progress_line(t, now).c_str());
-        last_print = now;
-      } else if (!live && now - last_print >= 5) {
-        std::fprintf(stderr, "%s\n", progress_line(t, now).c_str());
-        last_print = now;
-      }
-      if (now - last_report >= 10) progress_reports();
     }
-    ::close(w.fd);
-    int status = 0;
-    // A worker that ended because the campaign is stopping is no failure, whatever it died of.
-    if (stop || finished || g_interrupted) {
-      ::kill(w.pid, SIGKILL);
-      ::waitpid(w.pid, &status, 0);
-      break;
+    for (Lane& lane : lanes)
+      if (lane.running && lane.w.in_flight && elapsed() - lane.w.in_flight_since > c.hang_seconds) {
+        ::kill(lane.w.pid, SIGKILL);
+        end_worker(lane, /*killed_for_hang=*/true);
+      }
+    double now = elapsed();
+    if (live && now - last_print >= 0.25) {
+      std::fprintf(stderr, "\r%s\x1b[K", progress_line(t, now).c_str());
+      last_print = now;
+    } else if (!live && now - last_print >= 5) {
+      std::fprintf(stderr, "%s\n", progress_line(t, now).c_str());
+      last_print = now;
     }
-    ::waitpid(w.pid, &status, 0);
-    if (!w.in_flight) break;  // exited between programs (cannot happen unless killed from outside)
-    if (record_worker_death(c, t, w, status, killed_for_hang, elapsed())) progress_reports();
-    next = c.next_index(w.in_flight_index);
-    if (c.programs > 0 && next >= c.programs) break;
+    if (now - last_report >= 10) progress_reports();
   }
+  for (Lane& lane : lanes)
+    if (lane.running) {
+      ::kill(lane.w.pid, SIGKILL);
+      ::close(lane.w.fd);
+      int status = 0;
+      ::waitpid(lane.w.pid, &status, 0);
+    }
   t.seconds = elapsed();
+  coverage.write_to(t.coverage);
   t.interrupted = g_interrupted != 0;
   if (live) std::fprintf(stderr, "\r%s\x1b[K\n", progress_line(t, t.seconds).c_str());
   return t;
@@ -668,7 +764,8 @@ bool is_report_name(std::string_view n) {
   n = without_tmp(n);
   return n == "report.json" || n == "junit.xml" || n == "report.html";
 }
-// failure-NNN-<oracle>-<op>.program, with NNN of three digits or more, and its .orig.
+// failure-NNN-<oracle>-<op>-<hash>.program (failure_file_name(); NNN, the first program, of three digits or more,
+// which also covers the failure-NNN-<oracle>-<op>.program of earlier versions), and its .orig.
 bool is_failure_name(std::string_view n) {
   n = without_tmp(n);
   if (n.ends_with(".orig")) n.remove_suffix(5);

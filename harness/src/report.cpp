@@ -148,6 +148,27 @@ FailureRecord* CampaignReport::find(const std::string& signature) {
   return nullptr;
 }
 
+namespace {
+bool first_program_order(const FailureRecord& a, const FailureRecord& b) {
+  return a.program_index != b.program_index ? a.program_index < b.program_index : a.signature() < b.signature();
+}
+}  // namespace
+
+FailureRecord& CampaignReport::add_failure(FailureRecord f) {
+  auto at = std::upper_bound(failures.begin(), failures.end(), f, first_program_order);
+  return *failures.insert(at, std::move(f));
+}
+
+void CampaignReport::sort_failures() { std::stable_sort(failures.begin(), failures.end(), first_program_order); }
+
+std::string failure_file_name(uint64_t program_index, const std::string& oracle, const std::string& op,
+                              const std::string& signature) {
+  uint32_t h = 2166136261u;  // FNV-1a: stable across builds and machines, unlike std::hash
+  for (unsigned char ch : signature) h = (h ^ ch) * 16777619u;
+  return fmt::format("failures/failure-{:06}-{}-{}-{:08x}.program", program_index, oracle, op.empty() ? "program" : op,
+                     h);
+}
+
 std::string replay_command(const CampaignReport& r, const FailureRecord& f, const std::string& dir) {
   // A crash, a hang or a harness error is no one oracle's: replay checks with every oracle the campaign ran.
   const std::optional<OracleKind> oracle = parse_oracle(f.oracle());
@@ -167,6 +188,7 @@ json report_json(const CampaignReport& r, const std::string& dir) {
   j["host"] = r.provenance.host;
   j["command"] = r.provenance.command;
   j["config"] = config_json(r.config);
+  j["jobs"] = r.jobs;
   j["complete"] = r.complete;
   j["interrupted"] = r.interrupted;
   j["seconds"] = r.seconds;
@@ -319,6 +341,7 @@ std::string junit_xml(const CampaignReport& r, const std::string& dir) {
   property("devices", join(r.config.devices, ","));
   property("oracles", join(enabled_oracles(r.config), ","));
   property("shard", r.config.shard.str());
+  property("jobs", std::to_string(r.jobs));
   property("programs", std::to_string(r.programs));
   property("complete", r.complete ? "true" : "false");
   property("interrupted", r.interrupted ? "true" : "false");
@@ -376,6 +399,7 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
   row("devices", join(r.config.devices, ", "));
   row("oracles", join(enabled_oracles(r.config), ", "));
   row("shard", r.config.shard.str());
+  row("jobs", std::to_string(r.jobs));
   row("generator", r.config.generator.dump());
   if (r.config.planted_fault != "none") row("planted fault", r.config.planted_fault);
   h += "</table>\n";
@@ -562,6 +586,7 @@ class Reader {
       fail(fmt::format("`config.shard` {} is not a shard", r.config.shard.str()));
     r.config.planted_fault = text(c, "planted_fault");
     r.config.generator = at(c, "generator");
+    r.jobs = count(j, "jobs");
     r.complete = flag(j, "complete");
     r.interrupted = flag(j, "interrupted");
     r.seconds = seconds(j, "seconds");
@@ -706,6 +731,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
   m.config.shard = {};
   m.backends = first.backends;
   m.complete = true;
+  m.jobs = 0;
   std::set<std::string> hosts;
   std::string started;
   std::vector<size_t> order(parts.size());
@@ -723,6 +749,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
       started = p.provenance.started;
     m.complete &= p.complete;
     m.interrupted |= p.interrupted;
+    m.jobs += p.jobs;
     m.seconds = std::max(m.seconds, p.seconds);  // the shards ran side by side
     m.programs += p.programs, m.nodes += p.nodes, m.crashes += p.crashes, m.hangs += p.hangs;
     m.harness_errors += p.harness_errors;
@@ -733,23 +760,29 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
         cell[0] += n[0], cell[1] += n[1];
       }
     for (const FailureRecord& f : p.failures) {
-      if (FailureRecord* g = m.find(f.signature())) {
+      FailureRecord* g = m.find(f.signature());
+      if (g && g->program_index <= f.program_index) {
         g->occurrences += f.occurrences;
         continue;
       }
-      FailureRecord g = f;
+      // New, or first shown by an earlier program than the record's: this shard's record is kept.
+      FailureRecord kept = f;
+      if (g) {
+        kept.occurrences += g->occurrences;
+        for (const char* suffix : {"", ".orig"}) fs::remove(fs::path(out_dir) / (g->file + suffix), ec);
+        m.failures.erase(m.failures.begin() + (g - m.failures.data()));
+      }
       if (!f.file.empty()) {
-        g.file = fmt::format("failures/failure-{:03}-{}-{}.program", m.failures.size() + 1, f.oracle(),
-                             f.info.value("op", "").empty() ? "program" : f.info.value("op", ""));
+        kept.file = failure_file_name(f.program_index, f.oracle(), f.info.value("op", ""), f.signature());
         if (!out_dir.empty()) {
           for (const char* suffix : {"", ".orig"}) {
             const fs::path from = path_in(dirs[i], f.file + suffix);
             if (!*suffix || fs::exists(from))
-              fs::copy_file(from, fs::path(out_dir) / (g.file + suffix), fs::copy_options::overwrite_existing);
+              fs::copy_file(from, fs::path(out_dir) / (kept.file + suffix), fs::copy_options::overwrite_existing);
           }
         }
       }
-      m.failures.push_back(std::move(g));
+      m.add_failure(std::move(kept));
     }
   }
   m.provenance.started = started;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -286,12 +287,12 @@ constexpr const char* kExitStatusHelp =
 // `-1` into an unsigned option as 2^64-1 and accepts nan and inf for a double.
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
-  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate, shard;
+  std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate, shard, jobs;
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
   CLI::Option *seconds_opt = nullptr, *programs_opt = nullptr, *backends_opt = nullptr, *oracles_opt = nullptr,
-              *ops_opt = nullptr;
+              *ops_opt = nullptr, *jobs_opt = nullptr, *shard_opt = nullptr;
 };
 
 // The options that decide which programs a seed gives: `run` and `generate` share them, so `generate` writes
@@ -317,8 +318,14 @@ void add_run_options(CLI::App* cmd, RunArgs& o) {
   o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
   cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs (created with its parents; an "
                                       "earlier run's reports and failures there are removed)");
-  cmd->add_option("--shard", o.shard, "Run shard I of N: programs I, I+N, I+2N, ... of the seed (merge the shards' "
-                                      "reports with `crossfire merge`)")->type_name("I/N");
+  o.jobs_opt = cmd->add_option("--jobs", o.jobs,
+                               "Workers side by side, each over its own programs of the seed (default: the machine's "
+                               "cores; with --programs, at most one per program)")
+                   ->type_name("N");
+  o.shard_opt = cmd->add_option("--shard", o.shard,
+                                "Run shard I of N: programs I, I+N, I+2N, ... of the seed (merge the shards' reports "
+                                "with `crossfire merge`)")
+                    ->type_name("I/N");
   cmd->add_option("--hang-seconds", o.hang_seconds, "A program running longer than this is a hang (default 60)")
       ->type_name("SECONDS");
   cmd->add_option("--save-programs", o.save_programs, "Keep the generated programs in this directory "
@@ -355,7 +362,17 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.gen.mismatches = !o.no_mismatch;
   c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
   c.gen.extents = kernel_extents_of(c.devices);  // once, not for every program (campaign_program's fallback)
-  if (!o.shard.empty()) c.shard = parse_shard(o.shard);
+  if (o.shard_opt && *o.shard_opt) c.shard = parse_shard(o.shard);
+  // --jobs: 1..1024 (Note [Parallel jobs]); by default one per core. More workers than the campaign has programs
+  // would have nothing to do: they are clamped to the programs (documented in docs/cli.md).
+  if (!o.jobs_opt || !*o.jobs_opt) {
+    c.jobs = std::max(1u, std::thread::hardware_concurrency());
+  } else {
+    c.jobs = parse_unsigned("--jobs", o.jobs);
+    if (c.jobs == 0 || c.jobs > 1024)
+      throw UsageError(fmt::format("--jobs: {} workers; want 1 to 1024", c.jobs));
+  }
+  if (c.programs > 0) c.jobs = std::max<uint64_t>(1, std::min(c.jobs, c.programs_in_shard()));
   if (!o.large_rate.empty()) {
     double r = -1;
     auto [end, ec] = std::from_chars(o.large_rate.data(), o.large_rate.data() + o.large_rate.size(), r);

@@ -798,8 +798,57 @@ TEST(Cli, MergeRefusesWhatWouldMakeAWrongTotal) {
   fs::remove_all(d);
 }
 
+// report.json without what differs from run to run: timings, the command line, the directory in replay commands and
+// the number of workers.
+nlohmann::json without_timings(nlohmann::json j) {
+  for (const char* k : {"seconds", "programs_per_second", "started", "command", "jobs"}) j.erase(k);
+  for (auto& [name, o] : j["oracles"].items()) o.erase("seconds");
+  for (auto& f : j["failure_list"]) f.erase("seconds"), f.erase("replay");
+  return j;
+}
+
+// Note [Parallel jobs]: N workers check exactly the programs one does, and the report is the same but for timings,
+// with failures named and ordered by the first program that showed them whatever order the workers finished in.
+TEST(Cli, JobsCheckTheSameProgramsAndReportTheSame) {
+  fs::path d = temp_dir("jobs");
+  const std::string common = "--programs 60 --seed 4 --backends cpu --oracles contract,agreement,bad_input "
+                             "--plant-fault perturb_float_output --crash-at 7 ";
+  for (int jobs : {1, 3}) {
+    Result r = run(fmt::format("run {} --jobs {} --out {} --save-programs {}", common, jobs,
+                               (d / fmt::format("out{}", jobs)).string(), (d / fmt::format("programs{}", jobs)).string()));
+    ASSERT_EQ(r.status, 1) << r.out;
+  }
+  auto one = nlohmann::json::parse(read(d / "out1" / "report.json"));
+  auto three = nlohmann::json::parse(read(d / "out3" / "report.json"));
+  EXPECT_EQ(one["jobs"], 1);
+  EXPECT_EQ(three["jobs"], 3);
+  EXPECT_EQ(three["crashes"], 1) << "the crash was recorded and the other workers went on";
+  EXPECT_EQ(three["programs"], 60);
+  EXPECT_EQ(without_timings(one), without_timings(three));
+  EXPECT_EQ(programs_in(d / "programs1"), programs_in(d / "programs3"));
+  EXPECT_EQ(programs_in(d / "out1" / "failures"), programs_in(d / "out3" / "failures"))
+      << "the same failure files, by name and content";
+  fs::remove_all(d);
+}
+
+TEST(Cli, JobsMustBeACountOfWorkers) {
+  for (const char* bad : {"0", "-1", "1025", "two", "1.5", ""}) {
+    Result r = run(fmt::format("run --programs 4 --backends cpu --jobs '{}'", bad), 30);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--jobs"), std::string::npos) << r.out;
+  }
+  // More workers than programs: one per program (docs/cli.md).
+  fs::path d = temp_dir("jobs-clamp");
+  Result r = run("run --programs 3 --backends cpu --oracles contract --jobs 8 --out " + d.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read(d / "report.json"));
+  EXPECT_EQ(j["jobs"], 3);
+  EXPECT_EQ(j["programs"], 3);
+  fs::remove_all(d);
+}
+
 TEST(Cli, ShardMustBeOneOfN) {
-  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2"}) {
+  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", ""}) {
     Result r = run(fmt::format("run --programs 4 --backends cpu --shard '{}'", bad), 30);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
     EXPECT_NE(r.out.find("--shard"), std::string::npos) << r.out;

@@ -37,10 +37,14 @@ struct CampaignConfig {
   uint64_t save_every = 1;
   // `--shard I/N`: only programs i with i % N == I (Note [Shards]); `programs` still counts the whole campaign's.
   Shard shard;
+  // `--jobs N`: workers side by side over disjoint programs of the shard (Note [Parallel jobs] in campaign.cpp).
+  uint64_t jobs = 1;
   std::vector<std::string> command;  // the command line, for the reports' provenance
 
-  // The shard's next program after program i, and how many of programs 0..programs-1 are the shard's.
-  uint64_t next_index(uint64_t i) const { return i + shard.count; }
+  // The first program of worker `lane`; the same worker's next program after program i; how many of programs
+  // 0..programs-1 are the shard's.
+  uint64_t lane_start(uint64_t lane) const { return shard.index + shard.count * lane; }
+  uint64_t next_index(uint64_t i) const { return i + shard.count * jobs; }
   uint64_t programs_in_shard() const {
     return programs <= shard.index ? 0 : (programs - shard.index + shard.count - 1) / shard.count;
   }

@@ -87,6 +87,7 @@ struct CampaignReport {
   Provenance provenance;
   ReportConfig config;
   std::vector<BackendStatus> backends;
+  uint64_t jobs = 1;         // workers side by side (--jobs; a merge: the shards' added up)
   bool complete = false;     // false: written while the campaign runs (it may yet be killed)
   bool interrupted = false;  // a signal stopped it
   double seconds = 0;        // wall time (a merged report: the longest shard's)
@@ -94,13 +95,26 @@ struct CampaignReport {
   uint64_t harness_errors = 0;  // programs the harness itself could not check (saved with oracle "harness")
   std::array<OracleCounts, kNumOracles> counts{};
   Coverage coverage;
-  std::vector<FailureRecord> failures;  // one per distinct signature, in the order first seen
+  // One per distinct signature, ordered by the first program that showed it (then by signature): the same order
+  // however many workers checked the programs, and in whichever order they finished (add_failure keeps it).
+  std::vector<FailureRecord> failures;
   std::vector<ShardRun> shards;         // a merged report: the shards it was made of
 
   uint64_t total_failures() const;  // every occurrence of every distinct failure
   // The record of this signature, or nullptr.
   FailureRecord* find(const std::string& signature);
+  // Inserts a new record where the order above puts it.
+  FailureRecord& add_failure(FailureRecord f);
+  // Puts `failures` back in the order above (after a record's first program changed).
+  void sort_failures();
 };
+
+// Where a failure's program is saved, relative to the report's directory:
+// failures/failure-<first program, 6 digits or more>-<oracle>-<op>-<8 hex digits of the signature's hash>.program.
+// A function of the failure alone, so a campaign names it the same whatever the number of workers, and the names
+// of a sharded campaign's failures do not clash when merged.
+std::string failure_file_name(uint64_t program_index, const std::string& oracle, const std::string& op,
+                              const std::string& signature);
 
 // The command that checks a saved failure again: `crossfire replay DIR/FILE --backends ... --oracles ...`.
 std::string replay_command(const CampaignReport& r, const FailureRecord& f, const std::string& dir);
@@ -124,7 +138,8 @@ CampaignReport read_report(const std::string& dir);
 
 // `crossfire merge`: adds up the reports of shards of one campaign (same crossfire version and configuration but
 // for the shard; no shard twice) into one, copying each distinct failure's saved program to `out_dir`/failures/.
-// Counts add up; failures are deduplicated by signature (occurrences add up, the first shard's program is kept).
+// Counts add up; failures are deduplicated by signature (occurrences add up; the record of the earliest program
+// that showed it is kept, as in a campaign of one shard).
 // ReportError, naming the file, for anything that would make the total wrong.
 CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::string& out_dir);
 
