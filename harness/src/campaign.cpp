@@ -122,41 +122,58 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
   }
 }
 
+// Note [Worker messages]
+// A worker tells its supervisor, per program, that it starts (`S i`) and what checking it found (`D ...`): two
+// lines per program, thousands a second with several workers. So the common ones are plain text, not JSON, and a
+// program's done line goes out in one write with the next program's start (it is sent before that program is
+// generated, so a crash in it is still blamed on it). Only the rare messages are JSON objects: a program with
+// failures or a harness error (its done message), a failure being reduced, a worker's last message (`F`).
+//   S <i>
+//   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds>) x 4 oracles <n>
+//     (<op id> <device position in c.devices> <checked> <unsupported>) x n      (coverage)
+std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const CampaignConfig& c) {
+  std::string s = fmt::format("D {} {}", i, nodes);
+  for (const OracleCounts& k : r.counts)
+    fmt::format_to(std::back_inserter(s), " {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
+                   k.skipped_other, k.seconds);
+  std::string cov;
+  size_t n = 0;
+  for (const auto& [op, per] : r.coverage)
+    for (const auto& [dev, counts] : per) {
+      const int id = find_op(op);
+      const auto d = std::find_if(c.devices.begin(), c.devices.end(), [&](const Device& x) { return x.str() == dev; });
+      if (id < 0 || d == c.devices.end()) continue;
+      fmt::format_to(std::back_inserter(cov), " {} {} {} {}", id, d - c.devices.begin(), counts[0], counts[1]);
+      ++n;
+    }
+  return s + fmt::format(" {}", n) + cov + "\n";
+}
+
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
   const CheckOptions opts = check_options(c);
+  std::string pending;  // the last program's done message, sent with the next start (Note [Worker messages])
   for (uint64_t i = start; c.programs == 0 || i < c.programs; i = c.next_index(i)) {
-    if (!write_all(fd, json{{"t", "start"}, {"i", i}}.dump() + "\n")) ::_exit(0);
+    if (!write_all(fd, pending + fmt::format("S {}\n", i))) ::_exit(0);
+    pending.clear();
     Program p = campaign_program(c, i);
     if (!c.save_programs.empty() && i % c.save_every == 0) save_generated(c, i, p);
     if (int64_t(i) == c.crash_at) std::abort();
     if (int64_t(i) == c.hang_at)
       for (;;) ::pause();
-    json msg{{"t", "done"}, {"i", i}, {"nodes", p.num_nodes()}};
     ProgramReport r;
+    std::optional<std::string> harness_error;
     try {
       r = check_program(p, opts);
     } catch (const std::exception& e) {
       // The harness itself failed on this program (out of memory, a generated program past the program limits):
       // recorded as the harness's error, never as a finding about a backend or an op, and the campaign goes on.
-      msg["harness_error"] = printable(e.what(), 400);
-      msg["program"] = print_program(p);
+      harness_error = printable(e.what(), 400);
     }
-    json counts = json::array();
-    for (const OracleCounts& k : r.counts)
-      counts.push_back({k.checked, k.failed, k.skipped_unsupported, k.skipped_other, k.seconds});
-    msg["counts"] = counts;
-    // Coverage as flat numbers (op id, device's position in c.devices, checked, unsupported, ...): the supervisor
-    // reads one such message per program, thousands a second with several workers, and adds them up without a
-    // string or map per entry (CoverageTally).
-    json cov = json::array();
-    for (const auto& [op, per] : r.coverage)
-      for (const auto& [dev, n] : per) {
-        const int id = find_op(op);
-        const auto d = std::find_if(c.devices.begin(), c.devices.end(), [&](const Device& x) { return x.str() == dev; });
-        if (id < 0 || d == c.devices.end()) continue;
-        for (uint64_t x : {uint64_t(id), uint64_t(d - c.devices.begin()), n[0], n[1]}) cov.push_back(x);
-      }
-    msg["coverage"] = cov;
+    pending = done_line(i, p.num_nodes(), r, c);
+    if (r.failures.empty() && !harness_error) continue;
+    json msg{{"t", "done"}, {"line", pending}};
+    pending.clear();
+    if (harness_error) msg["harness_error"] = *harness_error, msg["program"] = print_program(p);
     json fails = json::array();
     std::set<std::string> seen;
     for (const Failure& f : r.failures) {
@@ -184,9 +201,9 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
       fails.push_back(jf);
     }
     msg["failures"] = fails;
-    if (!write_all(fd, msg.dump() + "\n")) ::_exit(0);
+    if (!write_all(fd, msg.dump(-1, ' ', false, json::error_handler_t::replace) + "\n")) ::_exit(0);
   }
-  write_all(fd, json{{"t", "finished"}}.dump() + "\n");
+  write_all(fd, pending + "F\n");
   ::_exit(0);
 }
 
@@ -333,13 +350,13 @@ Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
 class CoverageTally {
  public:
   explicit CoverageTally(const CampaignConfig& c) : devices_(c.devices), cells_(size_t(kNumOps) * c.devices.size()) {}
-  void add(const json& flat) {
+  void add(const std::vector<uint64_t>& flat) {
     for (size_t k = 0; k + 3 < flat.size(); k += 4) {
-      const uint64_t op = flat[k].get<uint64_t>(), dev = flat[k + 1].get<uint64_t>();
+      const uint64_t op = flat[k], dev = flat[k + 1];
       if (op >= uint64_t(kNumOps) || dev >= devices_.size()) continue;
       auto& cell = cells_[op * devices_.size() + dev];
-      cell[0] += flat[k + 2].get<uint64_t>();
-      cell[1] += flat[k + 3].get<uint64_t>();
+      cell[0] += flat[k + 2];
+      cell[1] += flat[k + 3];
     }
   }
   void write_to(Coverage& out) const {
@@ -355,16 +372,37 @@ class CoverageTally {
   std::vector<std::array<uint64_t, 2>> cells_;
 };
 
-// Adds a finished program's counts and coverage to the totals.
-void add_counts(CampaignReport& t, CoverageTally& coverage, const json& m) {
-  t.programs++;
-  t.nodes += m.value("nodes", 0);
-  for (size_t k = 0; k < kNumOracles; ++k) {
-    const json& a = m["counts"][k];
-    t.counts[k].add({a[0].get<uint64_t>(), a[1].get<uint64_t>(), a[2].get<uint64_t>(), a[3].get<uint64_t>(),
-                     a[4].get<double>()});
+// A done line (Note [Worker messages]), read: the program, its node count, the oracles' counts and the flat
+// coverage; nullopt when it is malformed.
+struct ProgramDone {
+  uint64_t i = 0, nodes = 0;
+  std::array<OracleCounts, kNumOracles> counts{};
+  std::vector<uint64_t> coverage;
+};
+std::optional<ProgramDone> parse_done_line(const std::string& line) {
+  const char* p = line.c_str();
+  if (*p++ != 'D') return std::nullopt;
+  bool ok = true;
+  auto whole = [&] {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(p, &end, 10);
+    ok &= end != p && errno == 0;
+    p = end;
+    return uint64_t(v);
+  };
+  ProgramDone d;
+  d.i = whole(), d.nodes = whole();
+  for (OracleCounts& k : d.counts) {
+    k.checked = whole(), k.failed = whole(), k.skipped_unsupported = whole(), k.skipped_other = whole();
+    char* end = nullptr;
+    k.seconds = std::strtod(p, &end);
+    ok &= end != p;
+    p = end;
   }
-  coverage.add(m["coverage"]);
+  const uint64_t n = whole();
+  for (uint64_t k = 0; ok && k < 4 * n; ++k) d.coverage.push_back(whole());
+  return ok ? std::optional<ProgramDone>(std::move(d)) : std::nullopt;
 }
 
 // What one message from the worker changed.
@@ -373,22 +411,40 @@ struct MessageEffect {
   bool finished = false;     // the worker checked its last program
 };
 
-// Applies one message from the worker; `next` becomes the program a fresh worker would start at.
+// Applies one message (a line) from the worker; `next` becomes the program a fresh worker would start at.
 MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, CoverageTally& coverage, Worker& w,
-                             const json& m, double now, uint64_t& next) {
+                             const std::string& line, double now, uint64_t& next) {
   MessageEffect effect;
-  std::string type = m.value("t", "");
-  if (type == "start") {
+  if (line.starts_with("S ")) {
     w.in_flight = true;
-    w.in_flight_index = m["i"].get<uint64_t>();
+    w.in_flight_index = std::strtoull(line.c_str() + 2, nullptr, 10);
     w.in_flight_since = w.program_started = now;
     w.reducing.reset();
-  } else if (type == "reducing") {
-    w.reducing = m["failure"];
-    w.in_flight_since = now;
-  } else if (type == "done") {
-    uint64_t i = m["i"].get<uint64_t>();
-    add_counts(t, coverage, m);
+    return effect;
+  }
+  if (line == "F") {
+    effect.finished = true;
+    return effect;
+  }
+  json m;  // a JSON message: a done with failures or a harness error, or a failure being reduced
+  if (!line.starts_with("D ")) {
+    m = json::parse(line, nullptr, false);
+    if (m.is_discarded()) return effect;
+    if (m.value("t", "") == "reducing") {
+      w.reducing = m["failure"];
+      w.in_flight_since = now;
+      return effect;
+    }
+    if (m.value("t", "") != "done") return effect;
+  }
+  const std::optional<ProgramDone> done = parse_done_line(m.is_null() ? line : m.value("line", ""));
+  if (!done) return effect;
+  const uint64_t i = done->i;
+  t.programs++;
+  t.nodes += done->nodes;
+  for (size_t k = 0; k < kNumOracles; ++k) t.counts[k].add(done->counts[k]);
+  coverage.add(done->coverage);
+  if (!m.is_null()) {
     for (const json& f : m["failures"]) effect.new_failure |= record_failure(c, t, f, i, now - w.program_started);
     if (m.contains("harness_error")) {
       t.harness_errors++;
@@ -399,12 +455,10 @@ MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Coverag
                 {"program", m.value("program", "")}};
       effect.new_failure |= record_failure(c, t, info, i, now - w.program_started);
     }
-    w.in_flight = false;
-    w.reducing.reset();
-    next = c.next_index(i);
-  } else if (type == "finished") {
-    effect.finished = true;
   }
+  w.in_flight = false;
+  w.reducing.reset();
+  next = c.next_index(i);
   return effect;
 }
 
@@ -635,14 +689,15 @@ CampaignReport supervise(const CampaignConfig& c) {
         }
         lane.w.buf.append(tmp, size_t(n));
         size_t nl;
-        while ((nl = lane.w.buf.find('\n')) != std::string::npos) {
-          json m = json::parse(lane.w.buf.substr(0, nl), nullptr, false);
-          lane.w.buf.erase(0, nl + 1);
-          if (m.is_discarded()) continue;
-          MessageEffect e = handle_message(c, t, coverage, lane.w, m, elapsed(), lane.next);
+        size_t at = 0;
+        while ((nl = lane.w.buf.find('\n', at)) != std::string::npos) {
+          const std::string line = lane.w.buf.substr(at, nl - at);
+          at = nl + 1;
+          MessageEffect e = handle_message(c, t, coverage, lane.w, line, elapsed(), lane.next);
           lane.finished |= e.finished;
           if (e.new_failure) progress_reports();  // its program is saved; the reports say so at once
         }
+        lane.w.buf.erase(0, at);
       }
     }
     for (Lane& lane : lanes)
