@@ -582,8 +582,9 @@ class Reader {
     r.config.programs_limit = count(at(c, "limits"), "programs");
     r.config.hang_seconds = seconds(at(c, "limits"), "hang_seconds");
     r.config.shard = {count(at(c, "shard"), "index"), count(at(c, "shard"), "count")};
-    if (r.config.shard.count == 0 || r.config.shard.index >= r.config.shard.count)
-      fail(fmt::format("`config.shard` {} is not a shard", r.config.shard.str()));
+    if (r.config.shard.count == 0 || r.config.shard.index >= r.config.shard.count ||
+        r.config.shard.count > kMaxShards)
+      fail(fmt::format("`config.shard` {} is not a shard (at most {} shards)", r.config.shard.str(), kMaxShards));
     r.config.planted_fault = text(c, "planted_fault");
     r.config.generator = at(c, "generator");
     r.jobs = count(j, "jobs");
@@ -608,14 +609,22 @@ class Reader {
     }
     const json& list = at(j, "failure_list");
     if (!list.is_array()) fail("`failure_list` is not a list");
+    uint64_t occurrences = 0;
     for (const json& jf : list) {
       FailureRecord f;
       f.occurrences = count(jf, "occurrences");
       f.program_index = count(jf, "program_index");
       f.file = text(jf, "file");
+      // A saved program lies in the report's failures/ folder and nowhere else: a path that leaves it (`..`, an
+      // absolute path) would make a merge copy any file it names.
+      if (!f.file.empty() && (!f.file.starts_with("failures/") || f.file.find("..") != std::string::npos ||
+                              f.file.find('/', 9) != std::string::npos || f.file.find('\\') != std::string::npos))
+        fail(fmt::format("failure `{}`: `file` {} is not a file in failures/", text(jf, "signature"), f.file));
       f.seconds = seconds(jf, "seconds");
       for (const char* key : {"oracle", "op", "what", "signature"}) text(jf, key);
       if (f.occurrences == 0) fail(fmt::format("failure `{}` occurred 0 times", text(jf, "signature")));
+      if (__builtin_add_overflow(occurrences, f.occurrences, &occurrences))
+        fail("the failures' occurrences add up past 2^64");
       f.info = jf;
       for (const char* key : {"occurrences", "program_index", "file", "seconds", "replay"}) f.info.erase(key);
       if (r.find(f.signature())) fail(fmt::format("failure `{}` is listed twice", f.signature()));
@@ -654,6 +663,11 @@ CampaignReport read_report(const std::string& dir) {
   const std::string file = path_in(dir, "report.json");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ReportError(fmt::format("{}: cannot be read: {}", file, std::strerror(errno)));
+  // Reports are kilobytes to a few megabytes; a file far past that is not one, and is not read into memory.
+  constexpr uintmax_t kMaxReportBytes = uintmax_t(256) << 20;
+  std::error_code size_error;
+  if (const uintmax_t size = fs::file_size(file, size_error); !size_error && size > kMaxReportBytes)
+    throw ReportError(fmt::format("{}: {} bytes, more than a report's {} MiB", file, size, kMaxReportBytes >> 20));
   std::stringstream text;
   text << in.rdbuf();
   json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
@@ -749,26 +763,36 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
       started = p.provenance.started;
     m.complete &= p.complete;
     m.interrupted |= p.interrupted;
-    m.jobs += p.jobs;
     m.seconds = std::max(m.seconds, p.seconds);  // the shards ran side by side
-    m.programs += p.programs, m.nodes += p.nodes, m.crashes += p.crashes, m.hangs += p.hangs;
-    m.harness_errors += p.harness_errors;
-    for (size_t k = 0; k < kNumOracles; ++k) m.counts[k].add(p.counts[k]);
+    // Counts of hand-edited reports could be made to wrap around 2^64 when added: a total that would is refused.
+    const std::string file = path_in(dirs[i], "report.json");
+    auto add = [&](uint64_t& total, uint64_t x) {
+      if (__builtin_add_overflow(total, x, &total))
+        throw ReportError(fmt::format("{}: its counts overflow the merged total", file));
+    };
+    add(m.programs, p.programs), add(m.nodes, p.nodes), add(m.crashes, p.crashes), add(m.hangs, p.hangs);
+    add(m.harness_errors, p.harness_errors), add(m.jobs, p.jobs);
+    for (size_t k = 0; k < kNumOracles; ++k) {
+      add(m.counts[k].checked, p.counts[k].checked), add(m.counts[k].failed, p.counts[k].failed);
+      add(m.counts[k].skipped_unsupported, p.counts[k].skipped_unsupported);
+      add(m.counts[k].skipped_other, p.counts[k].skipped_other);
+      m.counts[k].seconds += p.counts[k].seconds;
+    }
     for (const auto& [op, per] : p.coverage)
       for (const auto& [dev, n] : per) {
         auto& cell = m.coverage[op][dev];
-        cell[0] += n[0], cell[1] += n[1];
+        add(cell[0], n[0]), add(cell[1], n[1]);
       }
     for (const FailureRecord& f : p.failures) {
       FailureRecord* g = m.find(f.signature());
       if (g && g->program_index <= f.program_index) {
-        g->occurrences += f.occurrences;
+        add(g->occurrences, f.occurrences);
         continue;
       }
       // New, or first shown by an earlier program than the record's: this shard's record is kept.
       FailureRecord kept = f;
       if (g) {
-        kept.occurrences += g->occurrences;
+        add(kept.occurrences, g->occurrences);
         for (const char* suffix : {"", ".orig"}) fs::remove(fs::path(out_dir) / (g->file + suffix), ec);
         m.failures.erase(m.failures.begin() + (g - m.failures.data()));
       }

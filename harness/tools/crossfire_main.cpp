@@ -115,6 +115,7 @@ Shard parse_shard(const std::string& text) {
     throw bad("is not two whole numbers");
   }
   if (n == 0) throw bad("splits the campaign into 0 shards");
+  if (n > kMaxShards) throw bad(fmt::format("splits the campaign into more than {} shards", kMaxShards));
   if (i >= n) throw bad(fmt::format("names shard {} of {}, but shards are numbered 0 to {}", i, n, n - 1));
   return {i, n};
 }

@@ -791,6 +791,19 @@ TEST(Cli, MergeRefusesWhatWouldMakeAWrongTotal) {
             swap(t, "\"programs\": 3,", "\"programs\": \"3\",");
           }),
           "type/report.json", "`programs` is not a count");
+  refused(a0 + " " + edited("escape", [&](std::string& t) {
+            // A saved program's path that leaves failures/ would make the merge copy any file it names.
+            swap(t, "\"failure_list\": []", "\"failure_list\": [{\"oracle\": \"contract\", \"op\": \"add\", "
+                 "\"what\": \"x\", \"signature\": \"contract|add|x\", \"occurrences\": 1, \"program_index\": 1, "
+                 "\"seconds\": 0, \"file\": \"failures/../../../etc/passwd\"}]");
+            swap(t, "\"failures\": 0", "\"failures\": 1");
+            swap(t, "\"distinct_failures\": 0", "\"distinct_failures\": 1");
+          }),
+          "escape/report.json", "is not a file in failures/");
+  refused(a0 + " " + edited("shards", [&](std::string& t) {
+            swap(t, "\"count\": 2", "\"count\": 18446744073709551615");
+          }),
+          "shards/report.json", "is not a shard");
   // Both shards: the merge goes through, and equals what they add up to.
   Result ok = merge(a0 + " " + a1);
   EXPECT_EQ(ok.status, 0) << ok.out;
@@ -848,7 +861,7 @@ TEST(Cli, JobsMustBeACountOfWorkers) {
 }
 
 TEST(Cli, ShardMustBeOneOfN) {
-  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", ""}) {
+  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", "", "0/65537"}) {
     Result r = run(fmt::format("run --programs 4 --backends cpu --shard '{}'", bad), 30);
     EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
     EXPECT_NE(r.out.find("--shard"), std::string::npos) << r.out;

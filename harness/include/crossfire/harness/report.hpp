@@ -23,6 +23,8 @@ namespace crossfire::harness {
 inline constexpr std::string_view kReportSchema = "crossfire-report/1";
 
 // Which of the disjoint slices of a seed's programs a campaign runs: program i belongs to shard i % count.
+// At most kMaxShards slices (a merge lists the missing ones, so the count must stay a list a page can hold).
+inline constexpr uint64_t kMaxShards = 65536;
 struct Shard {
   uint64_t index = 0, count = 1;
   bool operator==(const Shard&) const = default;
