@@ -278,6 +278,13 @@ def check_html(chromium, dump_dom, d, report):
     prov = re.search(r'<table id="provenance">(.*?)</table>', dom, re.S)
     check(prov is not None and report["crossfire"]["version"] in prov.group(1) and report["started"] in prov.group(1),
           f"{d}: provenance (version, time) on the page")
+    # Per-op scores: one red cell per (op, device) that report.json's coverage says failed, with its count.
+    scores = re.search(r'<table id="scores">(.*?)</table>', dom, re.S)
+    check(scores is not None, f"{d}: the page has per-op scores")
+    if scores:
+        red = sorted(int(x) for x in re.findall(r'<span class="bad">(\d+)</span>', scores.group(1)))
+        want = sorted(c["failed"] for per in report["coverage"].values() for c in per.values() if c["failed"])
+        check(red == want, f"{d}: per-op scores show failures {red}, report.json's coverage {want}")
     oracles = re.search(r'<table id="oracles">(.*?)</table>', dom, re.S)
     if oracles:  # the oracle table's failures are the same count as the verdict's
         total = sum(int(x) for x in re.findall(r'<td class="(?:bad)?">(\d+)</td>', oracles.group(1)))

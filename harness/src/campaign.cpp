@@ -257,6 +257,7 @@ void write_progress_reports(const CampaignConfig& c, const CampaignReport& t, bo
 // names the same first program whatever the order.
 bool record_failure(const CampaignConfig& c, CampaignReport& t, json info, uint64_t index, double seconds) {
   const std::string sig = info.value("signature", "");
+  t.count_failing(info.value("op", ""), info.value("device", ""));
   FailureRecord* seen = t.find(sig);
   if (seen && seen->program_index <= index) {
     seen->occurrences++;

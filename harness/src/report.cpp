@@ -154,6 +154,17 @@ bool first_program_order(const FailureRecord& a, const FailureRecord& b) {
 }
 }  // namespace
 
+void CampaignReport::count_failing(const std::string& op, const std::string& device) {
+  if (op.empty() || device.empty()) return;  // a whole program's failure (a crash, a hang) is no op's
+  size_t start = 0;
+  while (start <= device.size()) {
+    const size_t vs = device.find(" vs ", start);
+    failing[op][device.substr(start, vs == std::string::npos ? std::string::npos : vs - start)]++;
+    if (vs == std::string::npos) break;
+    start = vs + 4;
+  }
+}
+
 FailureRecord& CampaignReport::add_failure(FailureRecord f) {
   auto at = std::upper_bound(failures.begin(), failures.end(), f, first_program_order);
   return *failures.insert(at, std::move(f));
@@ -234,7 +245,13 @@ json report_json(const CampaignReport& r, const std::string& dir) {
   j["failure_list"] = fails;
   json cov = json::object();
   for (const auto& [op, per] : r.coverage)
-    for (const auto& [dev, n] : per) cov[op][dev] = {{"checked", n[0]}, {"unsupported", n[1]}};
+    for (const auto& [dev, n] : per) cov[op][dev] = {{"checked", n[0]}, {"unsupported", n[1]}, {"failed", 0}};
+  for (const auto& [op, per] : r.failing)
+    for (const auto& [dev, n] : per) {
+      json& cell = cov[op][dev];
+      if (!cell.contains("checked")) cell = {{"checked", 0}, {"unsupported", 0}};
+      cell["failed"] = n;
+    }
   j["coverage"] = cov;
   json shards = json::array();
   for (const ShardRun& s : r.shards)
@@ -364,6 +381,42 @@ std::string junit_xml(const CampaignReport& r, const std::string& dir) {
 
 // ---- report.html ---------------------------------------------------------------------------------------------
 
+namespace {
+// What a backend's author reads first: per op and device, the agreement oracle's checked and unsupported node
+// runs and the programs in which a check of the op failed there. Ops with a failure come first.
+std::string per_op_scores_html(const CampaignReport& r) {
+  auto failed = [&](const std::string& op, const std::string& dev) -> uint64_t {
+    auto it = r.failing.find(op);
+    if (it == r.failing.end()) return 0;
+    auto jt = it->second.find(dev);
+    return jt == it->second.end() ? 0 : jt->second;
+  };
+  std::vector<std::string> ops;
+  for (const OpDef& op : kOpTable) ops.emplace_back(op.name);
+  std::stable_partition(ops.begin(), ops.end(), [&](const std::string& op) { return r.failing.count(op) > 0; });
+  std::string h = "<h2>Per-op scores</h2>\n<p>Per op and device: checked (node runs the agreement oracle checked), "
+                  "<span class=bad>failed</span> (programs in which a check of the op failed there, any oracle), "
+                  "<span class=skip>unsupported</span> (the backend has no kernel).</p>\n"
+                  "<table id=\"scores\"><tr><th class=l>op</th>";
+  for (const std::string& d : r.config.devices) h += "<th>" + escape(d) + "</th>";
+  h += "</tr>\n";
+  for (const std::string& op : ops) {
+    h += "<tr><td class=l>" + escape(op) + "</td>";
+    auto it = r.coverage.find(op);
+    for (const std::string& d : r.config.devices) {
+      std::array<uint64_t, 2> n{0, 0};
+      if (it != r.coverage.end())
+        if (auto jt = it->second.find(d); jt != it->second.end()) n = jt->second;
+      const uint64_t f = failed(op, d);
+      h += fmt::format("<td>{} / <span class=\"{}\">{}</span> / <span class=skip>{}</span></td>", n[0],
+                       f ? "bad" : "skip", f, n[1]);
+    }
+    h += "</tr>\n";
+  }
+  return h + "</table>\n";
+}
+}  // namespace
+
 std::string report_html(const CampaignReport& r, const std::string& dir) {
   std::string h = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>crossfire campaign</title>
@@ -439,6 +492,8 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
     h += fmt::format("<tr><td class=l>harness errors</td><td></td><td class=bad>{}</td><td>{}</td><td></td><td></td>"
                      "<td></td></tr>\n", harn, harn_distinct);
   h += "</table>\n";
+
+  h += per_op_scores_html(r);
 
   for (size_t i = 0; i < r.failures.size(); ++i) {
     const FailureRecord& f = r.failures[i];
@@ -634,7 +689,10 @@ class Reader {
     if (!cov.is_object()) fail("`coverage` is not an object");
     for (const auto& [op, per] : cov.items()) {
       if (!per.is_object()) fail(fmt::format("`coverage.{}` is not an object", op));
-      for (const auto& [dev, n] : per.items()) r.coverage[op][dev] = {count(n, "checked"), count(n, "unsupported")};
+      for (const auto& [dev, n] : per.items()) {
+        r.coverage[op][dev] = {count(n, "checked"), count(n, "unsupported")};
+        if (const uint64_t f = count(n, "failed")) r.failing[op][dev] = f;
+      }
     }
     // The totals must be the sums of their parts: a report edited by hand (or cut short and patched) would
     // otherwise add a wrong number into a merged total without a word.
@@ -783,6 +841,8 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
         auto& cell = m.coverage[op][dev];
         add(cell[0], n[0]), add(cell[1], n[1]);
       }
+    for (const auto& [op, per] : p.failing)
+      for (const auto& [dev, n] : per) add(m.failing[op][dev], n);
     for (const FailureRecord& f : p.failures) {
       FailureRecord* g = m.find(f.signature());
       if (g && g->program_index <= f.program_index) {

@@ -733,6 +733,19 @@ TEST(Cli, MergeKeepsEachDistinctFailureOnceWithItsProgram) {
     EXPECT_NE(f["replay"].get<std::string>().find(saved.string()), std::string::npos) << f["replay"];
   }
   EXPECT_EQ(m["failures"], m["oracles"]["agreement"]["failures"]);
+  // The per-op scores add up too: each (op, device)'s failing programs are the shards' summed.
+  for (const auto& [op, per] : m["coverage"].items())
+    for (const auto& [dev, cell] : per.items()) {
+      uint64_t sum = 0;
+      for (const auto& s : shards)
+        if (s["coverage"].contains(op) && s["coverage"][op].contains(dev))
+          sum += s["coverage"][op][dev]["failed"].get<uint64_t>();
+      EXPECT_EQ(cell["failed"], sum) << op << " on " << dev;
+    }
+  uint64_t failing_programs = 0;
+  for (const auto& [op, per] : m["coverage"].items())
+    for (const auto& [dev, cell] : per.items()) failing_programs += cell["failed"].get<uint64_t>();
+  EXPECT_EQ(failing_programs, m["failures"]) << "each agreement failure here is one op on one device";
   fs::remove_all(d);
 }
 

@@ -97,6 +97,9 @@ struct CampaignReport {
   uint64_t harness_errors = 0;  // programs the harness itself could not check (saved with oracle "harness")
   std::array<OracleCounts, kNumOracles> counts{};
   Coverage coverage;
+  // Per op name and device: the programs in which a check of that op failed on that device (a disagreement
+  // between two devices counts for both). With `coverage`, the per-op scores a backend's author reads first.
+  std::map<std::string, std::map<std::string, uint64_t>> failing;
   // One per distinct signature, ordered by the first program that showed it (then by signature): the same order
   // however many workers checked the programs, and in whichever order they finished (add_failure keeps it).
   std::vector<FailureRecord> failures;
@@ -105,6 +108,8 @@ struct CampaignReport {
   uint64_t total_failures() const;  // every occurrence of every distinct failure
   // The record of this signature, or nullptr.
   FailureRecord* find(const std::string& signature);
+  // Counts one occurrence of a failure of `op` on `device` ("cpu:0", or "cpu:0 vs vulkan:0") in `failing`.
+  void count_failing(const std::string& op, const std::string& device);
   // Inserts a new record where the order above puts it.
   FailureRecord& add_failure(FailureRecord f);
   // Puts `failures` back in the order above (after a record's first program changed).
