@@ -577,8 +577,10 @@ bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worke
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
                 {"program", print_program(p)}};
-    // Only a failure not seen before is worth the time a reduction takes.
-    if (!t.find(info["signature"].get<std::string>())) {
+    // Only a failure whose record this program becomes is worth the time a reduction takes: one not seen before, or
+    // seen only in later programs (with several workers, Note [Parallel jobs]).
+    const FailureRecord* seen = t.find(info["signature"].get<std::string>());
+    if (!seen || i < seen->program_index) {
       std::string why_not;
       if (std::optional<std::string> reduced = reduce_dead_program(c, p, hang, why_not)) {
         info["reduced"] = *reduced;
