@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A campaign (`crossfire run`): programs generated from a seed, checked by the oracles in a supervised worker
-// process (a crash or hang is a recorded failure with its program saved, and the campaign goes on), failures
-// reduced and saved, reports written atomically to DIR (report.json, junit.xml, report.html).
+// A campaign (`crossfire run`): programs generated from a seed, checked by the oracles in supervised worker
+// processes (`--jobs`; a crash or hang is a recorded failure with its program saved and reduced, and the campaign
+// goes on), failures reduced and saved, reports (report.hpp) written atomically to DIR.
 #pragma once
 
 #include <cstdint>
@@ -80,8 +80,9 @@ std::string check_out_dir(const std::string& dir);
 std::vector<std::string> remove_earlier_run(const std::string& dir);
 
 // Runs the campaign and returns its exit status (exit_status.hpp): kExitInternal when a final report could not be
-// written, else kExitInterrupted when a signal stopped it, else kExitFailures when anything failed, else kExitClean. The reports in out_dir are written at the start, after each
-// new failure, every 10 s (`"complete": false`) and at the end (`"complete": true`).
+// written, else kExitInterrupted when a signal stopped it, else kExitFailures when anything failed, else kExitClean.
+// The reports in out_dir are written at the start, after each new failure, every 10 s (`"complete": false`) and at
+// the end (`"complete": true`).
 int run_campaign(const CampaignConfig& c);
 
 // Writes `text` to `path` atomically (temp file in the same directory + rename).
