@@ -123,8 +123,8 @@ def check_junit(d, name, report):
     check(len(set(names)) == len(names), f"{name}: test case names repeat: {names}")
     # One test case per distinct failure signature (a harness error is an <error>), each with one result that
     # tells how to reproduce it.
-    by_sig = {c.name: c for c in cases if any(isinstance(r, (junitparser.Failure, junitparser.Error)) for r in
-                                                 c.result) and "|" in c.name}
+    # An expected failure (--expect) is a <skipped> case of its own, with the reason.
+    by_sig = {c.name: c for c in cases if c.result and "|" in c.name}
     check(set(by_sig) == {f["signature"] for f in report["failure_list"]},
           f"{name}: failure test cases {sorted(by_sig)} are not the report's signatures")
     for f in report["failure_list"]:
@@ -132,6 +132,9 @@ def check_junit(d, name, report):
         if c is None:
             continue
         check(len(c.result) == 1, f"{name}: {f['signature']} has {len(c.result)} results")
+        want = junitparser.Skipped if "expected" in f else (junitparser.Error if f["oracle"] == "harness"
+                                                             else junitparser.Failure)
+        check(isinstance(c.result[0], want), f"{name}: {f['signature']} is not a {want.__name__}")
         text = c.result[0].text or ""
         check(f["replay"] in text, f"{name}: {f['signature']}: the replay command is not in the failure's text")
         check("saved: " + os.path.join(d, f["file"]) in text, f"{name}: {f['signature']}: the saved file's path")
@@ -189,6 +192,19 @@ def main():
                                    capture_output=True, text=True, timeout=300)
                 check(r.returncode == 1 and ("reproduces" in r.stdout and "does not reproduce" not in r.stdout),
                       f"replay of {f['signature']} exited {r.returncode}: {r.stdout[-500:]}")
+
+        # Known differences (--expect): expected failures are <skipped> cases with their reason; the run passes.
+        known = os.path.join(tmp, "known.expect")
+        with open(known, "w") as f:
+            f.write("cpu * agreement * the planted fault\nvulkan add agreement * never seen on cpu\n")
+        exp = os.path.join(tmp, "expected")
+        run(cli, "run", "--programs", "24", *base, "--plant-fault", "perturb_float_output", "--expect", known,
+            "--out", exp, expect=0)
+        report_e = check_report_json(exp, "campaign with expected failures")
+        check_junit(exp, "campaign with expected failures", report_e)
+        check(report_e["failures"] > 0 and report_e["unexpected_failures"] == 0, "every failure expected")
+        if html:
+            check_html(chromium, dump_dom, exp, report_e)
 
         # Oracles turned off are <skipped> with the reason; a clean campaign is all passes.
         off = os.path.join(tmp, "off")
@@ -263,8 +279,10 @@ def check_html(chromium, dump_dom, d, report):
     verdict = re.search(r'<span id="verdict"[^>]*>([^<]*)</span>', dom)
     check(verdict is not None, f"{d}: the page has a verdict")
     if verdict:
+        e = m - report["unexpected_failures"]
         want = "no failures" if m == 0 else (f"{n} distinct failure{'' if n == 1 else 's'} "
-                                             f"({m} occurrence{'' if m == 1 else 's'})")
+                                             f"({m} occurrence{'' if m == 1 else 's'}"
+                                             + (f", {e} expected" if e else "") + ")")
         check(verdict.group(1) == want, f"{d}: verdict `{verdict.group(1)}`, report.json says `{want}`")
     index = re.search(r'<table id="failure-index">(.*?)</table>', dom, re.S)
     rows = re.findall(r'<a href="#(failure-\d+)">', index.group(1)) if index else []
@@ -283,7 +301,8 @@ def check_html(chromium, dump_dom, d, report):
     check(scores is not None, f"{d}: the page has per-op scores")
     if scores:
         red = sorted(int(x) for x in re.findall(r'<span class="bad">(\d+)</span>', scores.group(1)))
-        want = sorted(c["failed"] for per in report["coverage"].values() for c in per.values() if c["failed"])
+        want = sorted(c["failed"] - c["expected"] for per in report["coverage"].values() for c in per.values()
+                      if c["failed"] - c["expected"])
         check(red == want, f"{d}: per-op scores show failures {red}, report.json's coverage {want}")
     oracles = re.search(r'<table id="oracles">(.*?)</table>', dom, re.S)
     if oracles:  # the oracle table's failures are the same count as the verdict's

@@ -84,6 +84,16 @@ std::vector<std::string> enabled_oracles(const ReportConfig& c) {
   return on;
 }
 
+json expect_json(const std::vector<Expectation>& es, bool with_matches) {
+  json a = json::array();
+  for (const Expectation& e : es) {
+    json j{{"where", e.where}, {"op", e.op}, {"oracle", e.oracle}, {"pattern", e.pattern}, {"reason", e.reason}};
+    if (with_matches) j["source"] = e.source, j["matched"] = e.matched;
+    a.push_back(j);
+  }
+  return a;
+}
+
 json config_json(const ReportConfig& c) {
   json oracles = json::object();
   for (OracleKind k : kAllOracles) oracles[std::string(oracle_name(k))] = c.oracles[size_t(k)];
@@ -93,7 +103,8 @@ json config_json(const ReportConfig& c) {
           {"limits", {{"seconds", c.seconds_limit}, {"programs", c.programs_limit}, {"hang_seconds", c.hang_seconds}}},
           {"shard", {{"index", c.shard.index}, {"count", c.shard.count}}},
           {"planted_fault", c.planted_fault},
-          {"generator", c.generator}};
+          {"generator", c.generator},
+          {"expect", expect_json(c.expect, /*with_matches=*/false)}};
 }
 
 // Failures of one oracle: occurrences and distinct signatures.
@@ -142,6 +153,13 @@ uint64_t CampaignReport::total_failures() const {
   return n;
 }
 
+uint64_t CampaignReport::unexpected_failures() const {
+  uint64_t n = 0;
+  for (const FailureRecord& f : failures)
+    if (!f.expected()) n += f.occurrences;
+  return n;
+}
+
 FailureRecord* CampaignReport::find(const std::string& signature) {
   for (FailureRecord& f : failures)
     if (f.signature() == signature) return &f;
@@ -154,15 +172,122 @@ bool first_program_order(const FailureRecord& a, const FailureRecord& b) {
 }
 }  // namespace
 
-void CampaignReport::count_failing(const std::string& op, const std::string& device) {
-  if (op.empty() || device.empty()) return;  // a whole program's failure (a crash, a hang) is no op's
+namespace {
+// The devices a failure names: "cpu:0", or both of "cpu:0 vs vulkan:0".
+std::vector<std::string> devices_of(const std::string& device) {
+  std::vector<std::string> out;
   size_t start = 0;
-  while (start <= device.size()) {
+  while (!device.empty() && start <= device.size()) {
     const size_t vs = device.find(" vs ", start);
-    failing[op][device.substr(start, vs == std::string::npos ? std::string::npos : vs - start)]++;
+    out.push_back(device.substr(start, vs == std::string::npos ? std::string::npos : vs - start));
     if (vs == std::string::npos) break;
     start = vs + 4;
   }
+  return out;
+}
+
+// `*` matches any run of characters, `?` one.
+bool glob_matches(std::string_view pattern, std::string_view text) {
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p, ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++, mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1, t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+}  // namespace
+
+void CampaignReport::count_failing(const std::string& op, const std::string& device, bool expected) {
+  if (op.empty()) return;  // a whole program's failure (a crash, a hang) is no op's
+  for (const std::string& d : devices_of(device)) {
+    failing[op][d]++;
+    if (expected) expected_failing[op][d]++;
+  }
+}
+
+bool expectation_matches(const Expectation& e, const json& info) {
+  if (e.op != "*" && e.op != info.value("op", "")) return false;
+  if (e.oracle != "*" && e.oracle != info.value("oracle", "")) return false;
+  if (!glob_matches(e.pattern, info.value("signature", ""))) return false;
+  if (e.where == "*") return true;
+  for (const std::string& d : devices_of(info.value("device", ""))) {
+    // A crash's device is every device of the campaign, comma-separated.
+    size_t start = 0;
+    while (start <= d.size()) {
+      const size_t comma = d.find(',', start);
+      const std::string one = d.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (one == e.where || one.substr(0, one.find(':')) == e.where) return true;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return false;
+}
+
+bool CampaignReport::apply_expectations(json& info) {
+  for (Expectation& e : config.expect)
+    if (expectation_matches(e, info)) {
+      e.matched++;
+      info["expected"] = e.reason;
+      return true;
+    }
+  info.erase("expected");
+  return false;
+}
+
+std::vector<Expectation> read_expect_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ReportError(fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
+  std::vector<Expectation> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = fmt::format("{}:{}", path, n);
+    if (line.size() > 4096) throw ReportError(where + ": a line of over 4096 characters");
+    size_t i = line.find_first_not_of(" \t\r");
+    if (i == std::string::npos || line[i] == '#') continue;
+    // Fields: WHERE OP ORACLE PATTERN REASON...; PATTERN may be "quoted" to hold spaces.
+    std::vector<std::string> f;
+    while (f.size() < 4) {
+      i = line.find_first_not_of(" \t", i);
+      if (i == std::string::npos) break;
+      if (f.size() == 3 && line[i] == '"') {
+        const size_t close = line.find('"', i + 1);
+        if (close == std::string::npos) throw ReportError(where + ": the pattern's quote is not closed");
+        f.push_back(line.substr(i + 1, close - i - 1));
+        i = close + 1;
+      } else {
+        const size_t end = line.find_first_of(" \t", i);
+        f.push_back(line.substr(i, end == std::string::npos ? std::string::npos : end - i));
+        i = end == std::string::npos ? line.size() : end;
+      }
+    }
+    std::string reason = i < line.size() ? line.substr(i) : "";
+    reason.erase(0, reason.find_first_not_of(" \t"));
+    while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\t' || reason.back() == '\r')) reason.pop_back();
+    if (f.size() < 4 || reason.empty())
+      throw ReportError(where + ": want WHERE OP ORACLE PATTERN REASON (a backend or device, an op, an oracle, a "
+                                "pattern over the signature, and why), each given (`*` for any)");
+    Expectation e{f[0], f[1], f[2], f[3], reason, where, 0};
+    if (e.op != "*" && find_op(e.op) < 0) throw ReportError(fmt::format("{}: no op is named `{}`", where, e.op));
+    if (e.oracle != "*" && !parse_oracle(e.oracle) && e.oracle != "supervisor" && e.oracle != "harness")
+      throw ReportError(fmt::format("{}: no oracle is named `{}`", where, e.oracle));
+    if (e.where != "*") {
+      const std::string backend = e.where.substr(0, e.where.find(':'));
+      bool known = false;
+      for (BackendKind k : kAllBackendKinds) known |= backend_name(k) == backend;
+      if (!known) throw ReportError(fmt::format("{}: `{}` names no backend or device", where, e.where));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 FailureRecord& CampaignReport::add_failure(FailureRecord f) {
@@ -207,6 +332,7 @@ json report_json(const CampaignReport& r, const std::string& dir) {
   j["nodes"] = r.nodes;
   j["programs_per_second"] = r.seconds > 0 ? double(r.programs) / r.seconds : 0.0;
   j["failures"] = r.total_failures();
+  j["unexpected_failures"] = r.unexpected_failures();
   j["distinct_failures"] = r.failures.size();
   j["crashes"] = r.crashes;
   j["hangs"] = r.hangs;
@@ -243,15 +369,19 @@ json report_json(const CampaignReport& r, const std::string& dir) {
     fails.push_back(jf);
   }
   j["failure_list"] = fails;
+  j["expectations"] = expect_json(r.config.expect, /*with_matches=*/true);
   json cov = json::object();
   for (const auto& [op, per] : r.coverage)
-    for (const auto& [dev, n] : per) cov[op][dev] = {{"checked", n[0]}, {"unsupported", n[1]}, {"failed", 0}};
+    for (const auto& [dev, n] : per)
+      cov[op][dev] = {{"checked", n[0]}, {"unsupported", n[1]}, {"failed", 0}, {"expected", 0}};
   for (const auto& [op, per] : r.failing)
     for (const auto& [dev, n] : per) {
       json& cell = cov[op][dev];
-      if (!cell.contains("checked")) cell = {{"checked", 0}, {"unsupported", 0}};
+      if (!cell.contains("checked")) cell = {{"checked", 0}, {"unsupported", 0}, {"expected", 0}};
       cell["failed"] = n;
     }
+  for (const auto& [op, per] : r.expected_failing)
+    for (const auto& [dev, n] : per) cov[op][dev]["expected"] = n;
   j["coverage"] = cov;
   json shards = json::array();
   for (const ShardRun& s : r.shards)
@@ -302,7 +432,8 @@ std::string junit_xml(const CampaignReport& r, const std::string& dir) {
                      fmt::format("no crash or hang in {}", plural(r.programs, "program", "programs"))});
   for (const FailureRecord& f : r.failures) {
     const bool harness = f.oracle() == "harness";
-    const std::string element = harness ? "error" : "failure";
+    // An expected failure (--expect) is reported, as skipped with its reason: it does not fail the run.
+    const std::string element = f.expected() ? "skipped" : harness ? "error" : "failure";
     std::string text = fmt::format(
         "{}\n\ndevice: {}\nseen {} (first in program #{} of seed {})\nsaved: {}\nreplay: {}\n\nreduced program:\n{}",
         f.info.value("detail", ""), f.info.value("device", ""), plural(f.occurrences, "time", "times"),
@@ -311,10 +442,19 @@ std::string junit_xml(const CampaignReport& r, const std::string& dir) {
     cases.push_back({fmt::format("crossfire.{}.{}", f.oracle(), f.info.value("op", "").empty() ? "program"
                                                                                               : f.info.value("op", "")),
                      f.signature(), f.seconds,
-                     fmt::format("<{} message=\"{}\" type=\"{}\">{}</{}>", element, escape(f.info.value("what", "")),
+                     fmt::format("<{} message=\"{}\" type=\"{}\">{}</{}>", element,
+                                 escape(f.expected() ? "expected (" + f.info.value("expected", "") + "): " +
+                                                           f.info.value("what", "")
+                                                     : f.info.value("what", "")),
                                  escape(f.signature()), escape(text), element)});
-    ++(harness ? errors : failures);
+    ++(f.expected() ? skipped : harness ? errors : failures);
   }
+  // Expectations that matched nothing: reported, so the list stays honest (a campaign may also just not have
+  // reached the program that shows one).
+  for (const Expectation& e : r.config.expect)
+    if (e.matched == 0)
+      cases.push_back({"crossfire.expect", fmt::format("{} {} {} {}", e.where, e.op, e.oracle, e.pattern), 0, "",
+                       fmt::format("expected ({}; {}) but did not occur in this run", e.reason, e.source)});
   for (const BackendStatus& b : r.backends)
     if (!b.available) {
       cases.push_back({"crossfire.backend", b.name, 0,
@@ -385,9 +525,10 @@ namespace {
 // What a backend's author reads first: per op and device, the agreement oracle's checked and unsupported node
 // runs and the programs in which a check of the op failed there. Ops with a failure come first.
 std::string per_op_scores_html(const CampaignReport& r) {
-  auto failed = [&](const std::string& op, const std::string& dev) -> uint64_t {
-    auto it = r.failing.find(op);
-    if (it == r.failing.end()) return 0;
+  auto lookup = [](const std::map<std::string, std::map<std::string, uint64_t>>& m, const std::string& op,
+                   const std::string& dev) -> uint64_t {
+    auto it = m.find(op);
+    if (it == m.end()) return 0;
     auto jt = it->second.find(dev);
     return jt == it->second.end() ? 0 : jt->second;
   };
@@ -395,7 +536,8 @@ std::string per_op_scores_html(const CampaignReport& r) {
   for (const OpDef& op : kOpTable) ops.emplace_back(op.name);
   std::stable_partition(ops.begin(), ops.end(), [&](const std::string& op) { return r.failing.count(op) > 0; });
   std::string h = "<h2>Per-op scores</h2>\n<p>Per op and device: checked (node runs the agreement oracle checked), "
-                  "<span class=bad>failed</span> (programs in which a check of the op failed there, any oracle), "
+                  "<span class=bad>failed</span> (programs in which a check of the op failed there, any oracle; known "
+                  "differences (--expect) apart), "
                   "<span class=skip>unsupported</span> (the backend has no kernel).</p>\n"
                   "<table id=\"scores\"><tr><th class=l>op</th>";
   for (const std::string& d : r.config.devices) h += "<th>" + escape(d) + "</th>";
@@ -407,9 +549,10 @@ std::string per_op_scores_html(const CampaignReport& r) {
       std::array<uint64_t, 2> n{0, 0};
       if (it != r.coverage.end())
         if (auto jt = it->second.find(d); jt != it->second.end()) n = jt->second;
-      const uint64_t f = failed(op, d);
-      h += fmt::format("<td>{} / <span class=\"{}\">{}</span> / <span class=skip>{}</span></td>", n[0],
-                       f ? "bad" : "skip", f, n[1]);
+      const uint64_t expected = lookup(r.expected_failing, op, d), f = lookup(r.failing, op, d) - expected;
+      h += fmt::format("<td>{} / <span class=\"{}\">{}</span>{} / <span class=skip>{}</span></td>", n[0],
+                       f ? "bad" : "skip", f,
+                       expected ? fmt::format(" <span class=skip>(+{} expected)</span>", expected) : "", n[1]);
     }
     h += "</tr>\n";
   }
@@ -429,13 +572,14 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
 )";
   // "Failures" means one thing on this page: a failing check as the campaign counts it (report.json's `failures`),
   // each occurrence once; distinct failures are those with different signatures (oracle, op, kind).
-  const uint64_t nf = r.total_failures();
+  const uint64_t nf = r.total_failures(), expected = nf - r.unexpected_failures();
   const std::string verdict =
-      nf ? fmt::format("{} ({})", plural(r.failures.size(), "distinct failure", "distinct failures"),
-                       plural(nf, "occurrence", "occurrences"))
+      nf ? fmt::format("{} ({}{})", plural(r.failures.size(), "distinct failure", "distinct failures"),
+                       plural(nf, "occurrence", "occurrences"),
+                       expected ? fmt::format(", {} expected", expected) : std::string())
          : "no failures";
   h += fmt::format("<h1>crossfire campaign: <span id=\"verdict\" class=\"{}\">{}</span>{}{}</h1>\n",
-                   nf ? "bad" : "good", verdict, r.interrupted ? " <small class=bad>(interrupted)</small>" : "",
+                   r.unexpected_failures() ? "bad" : "good", verdict, r.interrupted ? " <small class=bad>(interrupted)</small>" : "",
                    r.complete ? "" : " <small>(in progress: this page is rewritten as the campaign runs)</small>");
   h += fmt::format("<p>{} ({} nodes) in {:.1f} s, {:.1f} programs/s</p>\n", plural(r.programs, "program", "programs"),
                    r.nodes, r.seconds, r.seconds > 0 ? double(r.programs) / r.seconds : 0.0);
@@ -462,13 +606,14 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
     h += "<p>None.</p>\n";
   } else {
     h += "<table id=\"failure-index\"><tr><th>#</th><th class=l>oracle</th><th class=l>op</th><th class=l>device</th>"
-         "<th>occurrences</th><th>first program</th><th class=l>what</th></tr>\n";
+         "<th>occurrences</th><th>first program</th><th class=l>what</th><th class=l>expected</th></tr>\n";
     for (size_t i = 0; i < r.failures.size(); ++i) {
       const FailureRecord& f = r.failures[i];
       h += fmt::format("<tr><td><a href=\"#failure-{0}\">{0}</a></td><td class=l>{1}</td><td class=l>{2}</td><td "
-                       "class=l>{3}</td><td>{4}</td><td>#{5}</td><td class=l>{6}</td></tr>\n",
+                       "class=l>{3}</td><td>{4}</td><td>#{5}</td><td class=l>{6}</td><td class=\"l skip\">{7}</td></tr>\n",
                        i + 1, escape(f.oracle()), escape(f.info.value("op", "")), escape(f.info.value("device", "")),
-                       f.occurrences, f.program_index, escape(f.info.value("what", "").substr(0, 120)));
+                       f.occurrences, f.program_index, escape(f.info.value("what", "").substr(0, 120)),
+                       escape(f.info.value("expected", "")));
     }
     h += "</table>\n";
   }
@@ -493,6 +638,16 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
                      "<td></td></tr>\n", harn, harn_distinct);
   h += "</table>\n";
 
+  if (!r.config.expect.empty()) {
+    h += "<h2>Known differences (--expect)</h2>\n<table id=\"expectations\"><tr><th class=l>where</th><th class=l>op"
+         "</th><th class=l>oracle</th><th class=l>pattern</th><th class=l>reason</th><th>matched</th></tr>\n";
+    for (const Expectation& e : r.config.expect)
+      h += fmt::format("<tr><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l><code>{}</code></td>"
+                       "<td class=l>{}</td><td class=\"{}\">{}</td></tr>\n",
+                       escape(e.where), escape(e.op), escape(e.oracle), escape(e.pattern), escape(e.reason),
+                       e.matched ? "" : "skip", e.matched ? std::to_string(e.matched) : "not seen in this run");
+    h += "</table>\n";
+  }
   h += per_op_scores_html(r);
 
   for (size_t i = 0; i < r.failures.size(); ++i) {
@@ -642,6 +797,15 @@ class Reader {
       fail(fmt::format("`config.shard` {} is not a shard (at most {} shards)", r.config.shard.str(), kMaxShards));
     r.config.planted_fault = text(c, "planted_fault");
     r.config.generator = at(c, "generator");
+    const json& expect = at(c, "expect"), &expectations = at(j, "expectations");
+    if (!expect.is_array() || !expectations.is_array() || expect.size() != expectations.size())
+      fail("`config.expect` and `expectations` are not lists of the same length");
+    for (size_t k = 0; k < expect.size(); ++k) {
+      Expectation e{text(expect[k], "where"), text(expect[k], "op"), text(expect[k], "oracle"),
+                    text(expect[k], "pattern"), text(expect[k], "reason"), text(expectations[k], "source"),
+                    count(expectations[k], "matched")};
+      r.config.expect.push_back(std::move(e));
+    }
     r.jobs = count(j, "jobs");
     r.complete = flag(j, "complete");
     r.interrupted = flag(j, "interrupted");
@@ -692,10 +856,14 @@ class Reader {
       for (const auto& [dev, n] : per.items()) {
         r.coverage[op][dev] = {count(n, "checked"), count(n, "unsupported")};
         if (const uint64_t f = count(n, "failed")) r.failing[op][dev] = f;
+        if (const uint64_t e = count(n, "expected")) r.expected_failing[op][dev] = e;
       }
     }
     // The totals must be the sums of their parts: a report edited by hand (or cut short and patched) would
     // otherwise add a wrong number into a merged total without a word.
+    if (count(j, "unexpected_failures") != r.unexpected_failures())
+      fail(fmt::format("`unexpected_failures` is {} but the failure list has {} not expected",
+                       count(j, "unexpected_failures"), r.unexpected_failures()));
     if (count(j, "failures") != r.total_failures())
       fail(fmt::format("`failures` is {} but the failure list adds up to {}", count(j, "failures"), r.total_failures()));
     if (count(j, "distinct_failures") != r.failures.size())
@@ -800,6 +968,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
   m.provenance.version = first.provenance.version;
   m.provenance.commit = first.provenance.commit;
   m.config = first.config;
+  for (Expectation& e : m.config.expect) e.matched = 0;  // added up from every shard below
   m.config.shard = {};
   m.backends = first.backends;
   m.complete = true;
@@ -843,6 +1012,9 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
       }
     for (const auto& [op, per] : p.failing)
       for (const auto& [dev, n] : per) add(m.failing[op][dev], n);
+    for (const auto& [op, per] : p.expected_failing)
+      for (const auto& [dev, n] : per) add(m.expected_failing[op][dev], n);
+    for (size_t k = 0; k < m.config.expect.size(); ++k) add(m.config.expect[k].matched, p.config.expect[k].matched);
     for (const FailureRecord& f : p.failures) {
       FailureRecord* g = m.find(f.signature());
       if (g && g->program_index <= f.program_index) {

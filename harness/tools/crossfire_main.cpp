@@ -255,7 +255,7 @@ int cmd_merge(const std::vector<std::string>& dirs, const std::string& out, std:
                          "missing; report.html lists them)\n");
   if (m.harness_errors > 0) return kExitInternal;
   if (partial) return kExitInterrupted;
-  return m.failures.empty() ? kExitClean : kExitFailures;
+  return m.unexpected_failures() == 0 ? kExitClean : kExitFailures;
 }
 
 void print_table(const ProgramReport& r) {
@@ -289,6 +289,7 @@ constexpr const char* kExitStatusHelp =
 struct RunArgs {
   std::string seconds, programs, seed = "1", hang_seconds = "60";
   std::string backends, oracles, out_dir, plant, save_programs, save_every = "1", ops, large_rate, shard, jobs;
+  std::string expect;
   bool no_mismatch = false;
   int max_nodes = 30;
   int64_t crash_at = -1, hang_at = -1;
@@ -319,6 +320,8 @@ void add_run_options(CLI::App* cmd, RunArgs& o) {
   o.oracles_opt = cmd->add_option("--oracles", o.oracles, "Oracles: contract,agreement,gradients,bad_input (default: all)");
   cmd->add_option("--out", o.out_dir, "Directory for reports and failing programs (created with its parents; an "
                                       "earlier run's reports and failures there are removed)");
+  cmd->add_option("--expect", o.expect, "Known differences: failures this file lists (docs/report-format.md) are "
+                                        "reported as expected and do not fail the run")->type_name("FILE");
   o.jobs_opt = cmd->add_option("--jobs", o.jobs,
                                "Workers side by side, each over its own programs of the seed (default: the machine's "
                                "cores; with --programs, at most one per program)")
@@ -364,6 +367,13 @@ CampaignConfig campaign_config(const RunArgs& o) {
   c.gen.ops = select_ops(option_list("--ops", o.ops_opt, o.ops, "op"));
   c.gen.extents = kernel_extents_of(c.devices);  // once, not for every program (campaign_program's fallback)
   if (o.shard_opt && *o.shard_opt) c.shard = parse_shard(o.shard);
+  if (!o.expect.empty()) {
+    try {
+      c.expect = read_expect_file(o.expect);
+    } catch (const ReportError& e) {
+      throw UsageError(fmt::format("--expect: {}", e.what()));
+    }
+  }
   // --jobs: 1..1024 (Note [Parallel jobs]); by default one per core. More workers than the campaign has programs
   // would have nothing to do: they are clamped to the programs (documented in docs/cli.md).
   if (!o.jobs_opt || !*o.jobs_opt) {

@@ -873,6 +873,55 @@ TEST(Cli, JobsMustBeACountOfWorkers) {
   fs::remove_all(d);
 }
 
+// --expect (docs/report-format.md, Known differences): failures an expect file lists are reported as expected and
+// do not fail the run; one it does not list does; an expectation that matched nothing is reported; a malformed
+// file is refused with its line.
+TEST(Cli, ExpectedFailuresAreReportedButDoNotFailTheRun) {
+  fs::path d = temp_dir("expect");
+  fs::create_directories(d);
+  std::ofstream(d / "all.expect") << "# known differences\n"
+                                     "cpu:0 div agreement \"agreement|div|*\"  div's output is perturbed on purpose\n"
+                                     "cpu   *   agreement *                    the planted fault, everywhere else\n"
+                                     "vulkan add agreement *                   not seen on a CPU-only run\n";
+  std::ofstream(d / "div-only.expect") << "cpu:0 div agreement * div's output is perturbed on purpose\n";
+  const std::string common = "run --programs 30 --seed 3 --backends cpu --oracles agreement --plant-fault "
+                             "perturb_float_output --jobs 1 ";
+  Result all = run(common + "--expect " + (d / "all.expect").string() + " --out " + (d / "all").string());
+  EXPECT_EQ(all.status, 0) << all.out;
+  auto j = nlohmann::json::parse(read(d / "all" / "report.json"));
+  EXPECT_GT(j["failures"].get<int>(), 0);
+  EXPECT_EQ(j["unexpected_failures"], 0);
+  for (const auto& f : j["failure_list"]) EXPECT_TRUE(f.contains("expected")) << f.dump();
+  ASSERT_EQ(j["expectations"].size(), 3u);
+  EXPECT_GT(j["expectations"][0]["matched"].get<int>(), 0) << "div's failures match the first line";
+  EXPECT_EQ(j["expectations"][2]["matched"], 0) << "the vulkan line matched nothing";
+  EXPECT_NE(all.out.find("expected but not seen in this run: vulkan add agreement"), std::string::npos) << all.out;
+  const std::string junit = read(d / "all" / "junit.xml");
+  EXPECT_NE(junit.find("failures=\"0\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<skipped message=\"expected (div&#39;s output is perturbed on purpose)"), std::string::npos);
+  EXPECT_NE(junit.find("classname=\"crossfire.expect\""), std::string::npos) << "the stale line is reported";
+
+  Result some = run(common + "--expect " + (d / "div-only.expect").string() + " --out " + (d / "some").string());
+  EXPECT_EQ(some.status, 1) << "failures the file does not list fail the run: " << some.out;
+  auto k = nlohmann::json::parse(read(d / "some" / "report.json"));
+  EXPECT_GT(k["unexpected_failures"].get<int>(), 0);
+  EXPECT_LT(k["unexpected_failures"].get<int>(), k["failures"].get<int>());
+
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"cpu div agreement\n", ":1: want WHERE OP ORACLE PATTERN REASON"},
+           {"# fine\ngpu div agreement * x\n", ":2: `gpu` names no backend"},
+           {"cpu frobnicate agreement * x\n", ":1: no op is named `frobnicate`"},
+           {"cpu div oracle9 * x\n", ":1: no oracle is named `oracle9`"},
+           {"cpu div agreement \"open x\n", ":1: the pattern's quote is not closed"}}) {
+    std::ofstream(d / "bad.expect") << text;
+    Result r = run("run --programs 2 --backends cpu --expect " + (d / "bad.expect").string(), 30);
+    EXPECT_EQ(r.status, 2) << text << r.out;
+    EXPECT_NE(r.out.find("bad.expect" + why), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(run("run --programs 2 --backends cpu --expect " + (d / "missing.expect").string(), 30).status, 2);
+  fs::remove_all(d);
+}
+
 TEST(Cli, ShardMustBeOneOfN) {
   for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", "", "0/65537"}) {
     Result r = run(fmt::format("run --programs 4 --backends cpu --shard '{}'", bad), 30);

@@ -37,6 +37,8 @@ struct CampaignConfig {
   uint64_t save_every = 1;
   // `--shard I/N`: only programs i with i % N == I (Note [Shards]); `programs` still counts the whole campaign's.
   Shard shard;
+  // `--expect FILE`: known differences (report.hpp's Expectation).
+  std::vector<Expectation> expect;
   // `--jobs N`: workers side by side over disjoint programs of the shard (Note [Parallel jobs] in campaign.cpp).
   uint64_t jobs = 1;
   std::vector<std::string> command;  // the command line, for the reports' provenance

@@ -31,6 +31,26 @@ struct Shard {
   std::string str() const { return std::to_string(index) + "/" + std::to_string(count); }
 };
 
+// A known difference (`--expect FILE`, docs/report-format.md): a failure on a backend or device, of an op and an
+// oracle, whose signature matches a pattern, is expected for a reason. Matching failures are reported as expected
+// and do not fail the run; an expectation that matched nothing in a run is reported too.
+struct Expectation {
+  std::string where = "*";   // a backend ("vulkan"), a device ("cpu:1") or "*"
+  std::string op = "*";      // an op name or "*"
+  std::string oracle = "*";  // an oracle name (or supervisor, harness) or "*"
+  std::string pattern = "*";  // over the failure's signature (oracle|op|kind): `*` any run, `?` one character
+  std::string reason;
+  std::string source;        // FILE:LINE it came from
+  uint64_t matched = 0;      // occurrences it matched in the run (a report's, not the file's)
+  bool operator==(const Expectation& o) const {
+    return where == o.where && op == o.op && oracle == o.oracle && pattern == o.pattern && reason == o.reason;
+  }
+};
+// Whether failure `info` (its oracle, op, device and signature) is what `e` expects.
+bool expectation_matches(const Expectation& e, const nlohmann::json& info);
+// Reads an expect file: ReportError naming FILE:LINE for a line that is not an expectation.
+std::vector<Expectation> read_expect_file(const std::string& path);
+
 // What a campaign was asked to do: what `merge` requires to be the same in every shard (all but `shard`).
 struct ReportConfig {
   uint64_t seed = 1;
@@ -42,6 +62,7 @@ struct ReportConfig {
   Shard shard;
   std::string planted_fault = "none";
   nlohmann::json generator = nlohmann::json::object();  // max_nodes, mismatches, ops, large programs' settings
+  std::vector<Expectation> expect;                      // --expect (the matched counts are in the report's copy)
 };
 
 // Where, when and by what the run was made.
@@ -63,13 +84,16 @@ struct BackendStatus {
 };
 
 struct FailureRecord {
-  nlohmann::json info;        // oracle, op, device, node, what, detail, signature, program, reduced, reduced_nodes
+  // oracle, op, device, node, what, detail, signature, program, reduced, reduced_nodes; `expected` (the reason)
+  // when an expectation matched it
+  nlohmann::json info;
   uint64_t program_index = 0;  // the first program that showed it
   uint64_t occurrences = 1;
   std::string file;           // its saved program, relative to the report's directory
   double seconds = 0;         // time spent on the first program that showed it (checking and reducing)
   std::string oracle() const { return info.value("oracle", ""); }
   std::string signature() const { return info.value("signature", ""); }
+  bool expected() const { return info.contains("expected"); }
 };
 
 // One shard's run, as a merged report lists them.
@@ -100,16 +124,21 @@ struct CampaignReport {
   // Per op name and device: the programs in which a check of that op failed on that device (a disagreement
   // between two devices counts for both). With `coverage`, the per-op scores a backend's author reads first.
   std::map<std::string, std::map<std::string, uint64_t>> failing;
+  std::map<std::string, std::map<std::string, uint64_t>> expected_failing;  // of those, the expected ones
   // One per distinct signature, ordered by the first program that showed it (then by signature): the same order
   // however many workers checked the programs, and in whichever order they finished (add_failure keeps it).
   std::vector<FailureRecord> failures;
   std::vector<ShardRun> shards;         // a merged report: the shards it was made of
 
   uint64_t total_failures() const;  // every occurrence of every distinct failure
+  uint64_t unexpected_failures() const;  // those no expectation matched: what fails a run
   // The record of this signature, or nullptr.
   FailureRecord* find(const std::string& signature);
-  // Counts one occurrence of a failure of `op` on `device` ("cpu:0", or "cpu:0 vs vulkan:0") in `failing`.
-  void count_failing(const std::string& op, const std::string& device);
+  // Counts one occurrence of a failure of `op` on `device` ("cpu:0", or "cpu:0 vs vulkan:0") in `failing` (and, when
+  // it was expected, in `expected_failing`).
+  void count_failing(const std::string& op, const std::string& device, bool expected = false);
+  // Marks `info` expected when one of config.expect matches it (the first), counting the match; whether one did.
+  bool apply_expectations(nlohmann::json& info);
   // Inserts a new record where the order above puts it.
   FailureRecord& add_failure(FailureRecord f);
   // Puts `failures` back in the order above (after a record's first program changed).
