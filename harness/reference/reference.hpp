@@ -65,13 +65,17 @@ struct RefCall {
 // The exact result and, per element, the magnitude and term count that contract section 6's bound needs.
 // For float results: `magnitude` is the f64 sum of |terms| that formed the element (|a|+|b| for add/sub, |a*b| for
 // mul, |a/b| for div, sum |a_i*b_i| for matmul and conv2d (+|bias|), sum |x_i| for sum/fold, sum |x_i| / n for
-// mean, |exact| for unary transcendentals and pow), and `terms` the number of terms summed (1 for elementwise ops,
-// the reduction length for sum/mean/matmul/conv2d/softmax/fold). Two ops need a word more:
+// mean, |exact| for unary transcendentals and pow), and `terms` the number of terms summed (1 for elementwise ops;
+// the reduction length for sum/mean/matmul/softmax; C*kh*kw, + 1 with a bias, for conv2d, padded positions
+// included; for fold, how many patch entries land on the element, 0 or more). docs/contract.md, "Magnitude and
+// terms, op by op", has the table. Two ops need a word more:
 // - softmax: magnitude = p_i * (1 + |x_i - m| + sum_j p_j |x_j - m|), m the max: an f32 kernel rounds each
 //   x_j - m before exp, which moves exp(x_j - m) by up to eps*|x_j - m| relatively; terms = the axis length.
 // - randn: magnitude = r * (1 + 2*pi*u2), r the Box-Muller radius: any f32 evaluation rounds the angle 2*pi*u2,
 //   which moves cos/sin by up to eps*2*pi*u2 absolutely, however small the result is.
-// For bitwise results (integer, bool, data movement) magnitude is |value| and terms is 0; they compare exactly.
+// For bitwise results (integer, bool, data movement) magnitude is |value| and terms is 0 (the f32 results of neg,
+// abs, relu, maximum and minimum, which share the elementwise path, carry terms 1); their allowed error is 0
+// either way: they compare exactly.
 struct RefResult {
   RefTensor value;
   std::vector<double> magnitude;
