@@ -131,7 +131,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 //   S <i>
 //   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds>) x 4 oracles <n>
 //     (<op id> <device position in c.devices> <checked> <unsupported>) x n      (coverage)
-std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const CampaignConfig& c) {
+std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::vector<std::string>& device_names) {
   std::string s = fmt::format("D {} {}", i, nodes);
   for (const OracleCounts& k : r.counts)
     fmt::format_to(std::back_inserter(s), " {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
@@ -141,9 +141,9 @@ std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const Campa
   for (const auto& [op, per] : r.coverage)
     for (const auto& [dev, counts] : per) {
       const int id = find_op(op);
-      const auto d = std::find_if(c.devices.begin(), c.devices.end(), [&](const Device& x) { return x.str() == dev; });
-      if (id < 0 || d == c.devices.end()) continue;
-      fmt::format_to(std::back_inserter(cov), " {} {} {} {}", id, d - c.devices.begin(), counts[0], counts[1]);
+      const auto d = std::find(device_names.begin(), device_names.end(), dev);
+      if (id < 0 || d == device_names.end()) continue;
+      fmt::format_to(std::back_inserter(cov), " {} {} {} {}", id, d - device_names.begin(), counts[0], counts[1]);
       ++n;
     }
   return s + fmt::format(" {}", n) + cov + "\n";
@@ -151,6 +151,8 @@ std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const Campa
 
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
   const CheckOptions opts = check_options(c);
+  std::vector<std::string> device_names;  // the coverage's keys, by position (done_line)
+  for (const Device& d : c.devices) device_names.push_back(d.str());
   std::string pending;  // the last program's done message, sent with the next start (Note [Worker messages])
   for (uint64_t i = start; c.programs == 0 || i < c.programs; i = c.next_index(i)) {
     if (!write_all(fd, pending + fmt::format("S {}\n", i))) ::_exit(0);
@@ -169,7 +171,7 @@ std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const Campa
       // recorded as the harness's error, never as a finding about a backend or an op, and the campaign goes on.
       harness_error = printable(e.what(), 400);
     }
-    pending = done_line(i, p.num_nodes(), r, c);
+    pending = done_line(i, p.num_nodes(), r, device_names);
     if (r.failures.empty() && !harness_error) continue;
     json msg{{"t", "done"}, {"line", pending}};
     pending.clear();
@@ -452,7 +454,7 @@ MessageEffect handle_message(const CampaignConfig& c, CampaignReport& t, Coverag
     if (m.contains("harness_error")) {
       t.harness_errors++;
       const std::string what = m["harness_error"].get<std::string>();
-      json info{{"oracle", "harness"}, {"op", ""}, {"device", ""}, {"node", -1}, {"what", "harness error: " + what},
+      json info{{"oracle", kHarnessFinding}, {"op", ""}, {"device", ""}, {"node", -1}, {"what", "harness error: " + what},
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("harness||{}", what.substr(0, what.find(':')))},
                 {"program", m.value("program", "")}};
@@ -575,7 +577,7 @@ bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worke
                                                  : fmt::format("crash: worker exited with status {}",
                                                                WEXITSTATUS(status));
     const Program p = campaign_program(c, i);
-    info = json{{"oracle", "supervisor"}, {"op", ""}, {"device", devices_str(c.devices)}, {"node", -1}, {"what", why},
+    info = json{{"oracle", kSupervisorFinding}, {"op", ""}, {"device", devices_str(c.devices)}, {"node", -1}, {"what", why},
                 {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
                 {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
                 {"program", print_program(p)}};

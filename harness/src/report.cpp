@@ -173,15 +173,16 @@ bool first_program_order(const FailureRecord& a, const FailureRecord& b) {
 }  // namespace
 
 namespace {
-// The devices a failure names: "cpu:0", or both of "cpu:0 vs vulkan:0".
-std::vector<std::string> devices_of(const std::string& device) {
+// The devices a failure names: "cpu:0"; both of "cpu:0 vs vulkan:0" (two devices disagree); every one of
+// "cpu:0,cpu:1,vulkan:0" (a crash or hang: the campaign's devices).
+std::vector<std::string> devices_of(std::string_view device) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (!device.empty() && start <= device.size()) {
-    const size_t vs = device.find(" vs ", start);
-    out.push_back(device.substr(start, vs == std::string::npos ? std::string::npos : vs - start));
-    if (vs == std::string::npos) break;
-    start = vs + 4;
+  while (!device.empty()) {
+    const size_t vs = device.find(" vs "), comma = device.find(',');
+    const size_t end = std::min(vs, comma);
+    out.emplace_back(device.substr(0, end));
+    if (end == std::string_view::npos) break;
+    device.remove_prefix(end + (end == vs ? 4 : 1));
   }
   return out;
 }
@@ -218,17 +219,8 @@ bool expectation_matches(const Expectation& e, const json& info) {
   if (e.oracle != "*" && e.oracle != info.value("oracle", "")) return false;
   if (!glob_matches(e.pattern, info.value("signature", ""))) return false;
   if (e.where == "*") return true;
-  for (const std::string& d : devices_of(info.value("device", ""))) {
-    // A crash's device is every device of the campaign, comma-separated.
-    size_t start = 0;
-    while (start <= d.size()) {
-      const size_t comma = d.find(',', start);
-      const std::string one = d.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (one == e.where || one.substr(0, one.find(':')) == e.where) return true;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  for (const std::string& d : devices_of(info.value("device", "")))
+    if (d == e.where || d.substr(0, d.find(':')) == e.where) return true;
   return false;
 }
 
@@ -277,7 +269,7 @@ std::vector<Expectation> read_expect_file(const std::string& path) {
                                 "pattern over the signature, and why), each given (`*` for any)");
     Expectation e{f[0], f[1], f[2], f[3], reason, where, 0};
     if (e.op != "*" && find_op(e.op) < 0) throw ReportError(fmt::format("{}: no op is named `{}`", where, e.op));
-    if (e.oracle != "*" && !parse_oracle(e.oracle) && e.oracle != "supervisor" && e.oracle != "harness")
+    if (e.oracle != "*" && !parse_oracle(e.oracle) && e.oracle != kSupervisorFinding && e.oracle != kHarnessFinding)
       throw ReportError(fmt::format("{}: no oracle is named `{}`", where, e.oracle));
     if (e.where != "*") {
       const std::string backend = e.where.substr(0, e.where.find(':'));
@@ -426,12 +418,12 @@ std::string junit_xml(const CampaignReport& r, const std::string& dir) {
       cases.push_back(std::move(c));
     }
   }
-  const std::array<uint64_t, 2> supervisor = failures_of(r, "supervisor");
+  const std::array<uint64_t, 2> supervisor = failures_of(r, kSupervisorFinding);
   if (supervisor[1] == 0)
     cases.push_back({"crossfire.supervisor", "no crash or hang", 0, "",
                      fmt::format("no crash or hang in {}", plural(r.programs, "program", "programs"))});
   for (const FailureRecord& f : r.failures) {
-    const bool harness = f.oracle() == "harness";
+    const bool harness = f.oracle() == kHarnessFinding;
     // An expected failure (--expect) is reported, as skipped with its reason: it does not fail the run.
     const std::string element = f.expected() ? "skipped" : harness ? "error" : "failure";
     std::string text = fmt::format(
@@ -628,8 +620,8 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
                      oracle_name(k), r.config.oracles[size_t(k)] ? "" : " (off)", n.checked, occurrences ? "bad" : "",
                      occurrences, distinct, n.skipped_unsupported, n.skipped_other, n.seconds);
   }
-  const auto [sup, sup_distinct] = failures_of(r, "supervisor");
-  const auto [harn, harn_distinct] = failures_of(r, "harness");
+  const auto [sup, sup_distinct] = failures_of(r, kSupervisorFinding);
+  const auto [harn, harn_distinct] = failures_of(r, kHarnessFinding);
   h += fmt::format("<tr><td class=l>supervisor (crashes {}, hangs {})</td><td>{}</td><td class=\"{}\">{}</td>"
                    "<td>{}</td><td></td><td></td><td></td></tr>\n",
                    r.crashes, r.hangs, r.programs, sup ? "bad" : "", sup, sup_distinct);

@@ -857,12 +857,17 @@ TEST(Cli, JobsCheckTheSameProgramsAndReportTheSame) {
   fs::remove_all(d);
 }
 
-TEST(Cli, JobsMustBeACountOfWorkers) {
-  for (const char* bad : {"0", "-1", "1025", "two", "1.5", ""}) {
-    Result r = run(fmt::format("run --programs 4 --backends cpu --jobs '{}'", bad), 30);
-    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
-    EXPECT_NE(r.out.find("--jobs"), std::string::npos) << r.out;
+// `run OPTION VALUE` is refused for every one of `values`: exit 2, with a message naming the option.
+void expect_refused(const std::string& option, std::initializer_list<const char*> values) {
+  for (const char* bad : values) {
+    Result r = run(fmt::format("run --programs 4 --backends cpu {} '{}'", option, bad), 30);
+    EXPECT_EQ(r.status, 2) << option << " " << bad << ": " << r.out;
+    EXPECT_NE(r.out.find(option), std::string::npos) << r.out;
   }
+}
+
+TEST(Cli, JobsMustBeACountOfWorkers) {
+  expect_refused("--jobs", {"0", "-1", "1025", "two", "1.5", ""});
   // More workers than programs: one per program (docs/cli.md).
   fs::path d = temp_dir("jobs-clamp");
   Result r = run("run --programs 3 --backends cpu --oracles contract --jobs 8 --out " + d.string());
@@ -923,11 +928,7 @@ TEST(Cli, ExpectedFailuresAreReportedButDoNotFailTheRun) {
 }
 
 TEST(Cli, ShardMustBeOneOfN) {
-  for (const char* bad : {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", "", "0/65537"}) {
-    Result r = run(fmt::format("run --programs 4 --backends cpu --shard '{}'", bad), 30);
-    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
-    EXPECT_NE(r.out.find("--shard"), std::string::npos) << r.out;
-  }
+  expect_refused("--shard", {"2/2", "0/0", "junk", "1/", "/3", "-1/2", "1/2/3", "0x1/2", "", "0/65537"});
 }
 
 TEST(Cli, VersionAndBackendsAsJson) {

@@ -22,6 +22,11 @@ namespace crossfire::harness {
 // report.json's `schema`: bumped whenever a key changes meaning or goes away (a new key does not bump it).
 inline constexpr std::string_view kReportSchema = "crossfire-report/1";
 
+// The `oracle` of a failure that no oracle found: a crash or hang of the worker (the supervisor saw it), and the
+// harness's own error on a program (it could not check it).
+inline constexpr std::string_view kSupervisorFinding = "supervisor";
+inline constexpr std::string_view kHarnessFinding = "harness";
+
 // Which of the disjoint slices of a seed's programs a campaign runs: program i belongs to shard i % count.
 // At most kMaxShards slices (a merge lists the missing ones, so the count must stay a list a page can hold).
 inline constexpr uint64_t kMaxShards = 65536;
