@@ -8,7 +8,7 @@
 namespace crossfire::bench {
 void add_device_context() {
   std::string available;
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     const std::string key = "crossfire_" + std::string(backend_name(k));
     if (b.available()) {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dispatch overhead, per available backend, on 1-element tensors (so the kernel's own work is negligible):
+// Dispatch overhead, per available backend (and `mirror`, a backend registered at run time that runs the CPU
+// kernels: a call into a registered backend beside the same call into a built-in one), on 1-element tensors (so
+// the kernel's own work is negligible):
 //
 //   dispatch/<backend>/<case>/api           the typed public API (ops.hpp): validation, output allocation, kernel,
 //                                           output release; what a user pays per op
@@ -31,6 +33,7 @@
 
 #include "alloc_counter.hpp"
 #include "crossfire/crossfire.hpp"
+#include "support/mirror_backend.hpp"
 
 namespace crossfire::bench {
 namespace {
@@ -376,7 +379,7 @@ int repeat(const std::string& what, long n) {
 
 void register_all() {
   static const std::vector<DispatchCase> kCases = cases();
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     if (!backend(k).available()) continue;
     const Device d{k, 0};
     const std::string_view bn = backend_name(k);
@@ -405,6 +408,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]).starts_with("--crossfire_repeat="))
     return crossfire::bench::repeat(std::string(argv[1] + std::strlen("--crossfire_repeat=")), std::atol(argv[2]));
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  crossfire::testing::mirror_backend();  // dispatch/mirror/...: a registered backend (issue 15's speed check)
   crossfire::bench::add_device_context();
   crossfire::bench::register_all();
   benchmark::RunSpecifiedBenchmarks();

@@ -94,7 +94,7 @@ void eigen_gemm(benchmark::State& state, SizeClass size) {
 
 std::vector<Device> bench_devices() {
   std::vector<Device> out;
-  for (BackendKind k : kAllBackendKinds)
+  for (BackendKind k : backend_kinds())
     if (backend(k).available()) out.push_back(Device{k, 0});
   return out;
 }

@@ -49,7 +49,7 @@ function(crossfire_finish_backends)
 #include \"crossfire/backend.hpp\"
 namespace crossfire {
 ${decls}
-void register_compiled_backends(std::array<std::unique_ptr<Backend>, kNumBackendKinds>& slots) {
+void register_compiled_backends(std::array<std::unique_ptr<Backend>, kNumBuiltinBackends>& slots) {
 ${calls}}
 }  // namespace crossfire
 ")

@@ -6,7 +6,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(_crossfire_targets crossfire crossfire_headers crossfire_warnings)
+set(_crossfire_targets crossfire crossfire_headers crossfire_plugin crossfire_warnings)
 foreach(name IN LISTS CROSSFIRE_ENABLED_BACKENDS)
   list(APPEND _crossfire_targets crossfire_backend_${name})
 endforeach()

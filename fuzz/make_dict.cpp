@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
                                   "none",  "true",  "false", "inf",   "-inf", "nan",     "0x1p+0", "-0x0p+0",
                                   "x\"",   "[]",    ", ",    "%0",    "%1",   "@",       "#",      "\n"};
   for (DType d : kAllDTypes) tokens.insert(std::string(dtype_name(d)));
-  for (BackendKind b : kAllBackendKinds)
+  for (BackendKind b : backend_kinds())
     for (int i = 0; i < 2; ++i) tokens.insert(std::string(backend_name(b)) + ":" + std::to_string(i));
   for (const OpDef& op : kOpTable) {
     tokens.insert(std::string(op.name));

@@ -27,7 +27,7 @@ TEST(Devices, CpuHasConfigurableLogicalDevices) {
 }
 
 TEST(Devices, EveryBackendIsEitherAvailableOrSaysWhyInOneLine) {
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     EXPECT_EQ(b.kind(), k);
     if (b.device_count() > 0) {
@@ -46,7 +46,7 @@ TEST(Devices, EveryBackendIsEitherAvailableOrSaysWhyInOneLine) {
 }
 
 TEST(Devices, AskingForAnUnavailableBackendRaisesBackendUnavailableWithTheReason) {
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     if (b.device_count() > 0) continue;
     testing::WorldSnapshot before = testing::snapshot_world();

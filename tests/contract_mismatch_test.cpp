@@ -119,7 +119,7 @@ std::vector<std::vector<uint8_t>> contents(const std::vector<Tensor>& ts) {
 std::vector<Device> odd_devices(Device d) {
   std::vector<Device> out;
   if (backend(d.backend).device_count() > 1) out.push_back(Device{d.backend, uint8_t(d.index == 0 ? 1 : 0)});
-  for (BackendKind k : kAllBackendKinds)
+  for (BackendKind k : backend_kinds())
     if (k != d.backend && backend(k).device_count() > 0) out.push_back(Device{k, 0});
   return out;
 }

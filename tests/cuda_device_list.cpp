@@ -10,7 +10,7 @@
 
 int main() {
   using namespace crossfire;
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     const int n = b.device_count();
     if (n == 0) {

@@ -2,7 +2,7 @@
 # Per-op forward tests (contract section 6) on every backend: every op of the op table against the f64 reference
 # evaluator (harness/reference), small hand-worked cases per family, ops at the extents where kernels break
 # (ops_large_test.cpp), and the reference evaluator's own tests.
-crossfire_backend_test(ops AREA ops
+crossfire_backend_test(ops REGISTERED AREA ops
                        SOURCES ${CMAKE_CURRENT_LIST_DIR}/ops_cases.cpp
                                ${CMAKE_CURRENT_LIST_DIR}/ops_forward_test.cpp
                                ${CMAKE_CURRENT_LIST_DIR}/ops_hand_test.cpp

@@ -51,7 +51,7 @@ TEST_P(OpForward, RefusesADeviceOfNoKnownBackend) {
   const int dev_param = op_def(id).param_with_role(ParamRole::device_attr);
   if (dev_param < 0) GTEST_SKIP() << "`" << op_def(id).name << "` takes no device";
   int checked = 0;
-  for (Device bad : {Device{BackendKind(kNumBackendKinds), 0}, Device{BackendKind(255), 1}}) {
+  for (Device bad : {Device{BackendKind(backend_kinds().size()), 0}, Device{BackendKind(255), 1}}) {
     // Creation ops build their calls on the bad device itself; `to` moves a tensor of `d` there.
     const bool creation = !op_def(id).has_tensor_params();
     Calls calls = creation ? cases_for(id, bad, bad) : cases_for(id, d, bad);
@@ -71,7 +71,7 @@ TEST_P(OpForward, RefusesADeviceOfNoKnownBackend) {
     }
   }
   EXPECT_GT(checked, 0);
-  EXPECT_THROW(backend(BackendKind(kNumBackendKinds)), InvalidArgument);
+  EXPECT_THROW(backend(BackendKind(backend_kinds().size())), InvalidArgument);
   EXPECT_THROW(backend_for(Device{BackendKind(200), 0}), InvalidArgument);
   EXPECT_EQ(find_backend(Device{BackendKind(200), 0}), nullptr);
 }

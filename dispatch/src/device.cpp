@@ -18,10 +18,10 @@ Device Device::parse(std::string_view text) {
     idx = text.substr(colon + 1);
   }
   Device d;
-  bool known = false;
-  for (BackendKind b : kAllBackendKinds)
-    if (backend_name(b) == name) d.backend = b, known = true;
-  if (!known) throw InvalidArgument("device", "", fmt::format("unknown backend in `{}` (cpu, vulkan, cuda)", printable(text)));
+  const std::optional<BackendKind> kind = backend_kind_named(name);
+  if (!kind)
+    throw InvalidArgument("device", "", fmt::format("unknown backend in `{}` ({})", printable(text), backend_names()));
+  d.backend = *kind;
   if (!idx.empty()) {
     unsigned v = 0;
     auto [p, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), v);

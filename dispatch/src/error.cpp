@@ -22,9 +22,15 @@ std::string_view error_kind_name(ErrorKind k) {
     case ErrorKind::backend_failure: return "BackendFailure";
     case ErrorKind::parse: return "ParseError";
     case ErrorKind::program: return "ProgramError";
+    case ErrorKind::plugin: return "PluginError";
   }
   return "Error";
 }
+
+PluginError::PluginError(std::string p, std::string problem)
+    : Error(ErrorKind::plugin, "", fmt::format("plugin {}: {}", printable(p, 256), problem)),
+      path(std::move(p)),
+      problem(std::move(problem)) {}
 
 BackendUnavailable::BackendUnavailable(BackendKind b, std::string r)
     : Error(ErrorKind::backend_unavailable, "", fmt::format("{}: unavailable: {}", backend_name(b), r)),

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -234,7 +237,7 @@ CampaignReport initial_report(const CampaignConfig& c) {
                          {{"rate", c.gen.large_rate},
                           {"extents", c.gen.extents.empty() ? kernel_extents_of(c.devices) : c.gen.extents},
                           {"max_elements", c.gen.large_elements}}}};
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     BackendStatus s{std::string(backend_name(k)), b.available(), b.available() ? "" : b.unavailable_reason(), {}};
     for (const Device& d : c.devices)
@@ -320,13 +323,15 @@ struct Worker {
   double in_flight_since = 0;     // since its start, or since the reducer started (what a hang is timed from)
   double program_started = 0;
   std::optional<json> reducing;   // the failure it is reducing, while it is
+  const std::atomic<uint32_t>* call_word = nullptr;  // the call it is making (Note [The call in flight])
 };
 
 // Forks a worker that checks programs from `start` on.
-Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
+Worker start_worker(const CampaignConfig& c, uint64_t start, double now, std::atomic<uint32_t>* call_word) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
   std::fflush(nullptr);
+  call_word->store(0, std::memory_order_relaxed);
   const pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
@@ -340,6 +345,7 @@ Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
     // worker dying of them would read as a crash.
     for (int sig : kStopSignals) ::signal(sig, SIG_IGN);
     ::close(fds[0]);
+    set_call_in_flight_word(call_word);
     worker(c, start, fds[1]);
   }
   ::close(fds[1]);
@@ -347,6 +353,7 @@ Worker start_worker(const CampaignConfig& c, uint64_t start, double now) {
   w.pid = pid;
   w.fd = fds[0];
   w.in_flight_since = now;
+  w.call_word = call_word;
   return w;
 }
 
@@ -577,9 +584,13 @@ bool record_worker_death(const CampaignConfig& c, CampaignReport& t, const Worke
                                                  : fmt::format("crash: worker exited with status {}",
                                                                WEXITSTATUS(status));
     const Program p = campaign_program(c, i);
-    info = json{{"oracle", kSupervisorFinding}, {"op", ""}, {"device", devices_str(c.devices)}, {"node", -1}, {"what", why},
-                {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
-                {"signature", fmt::format("supervisor||{}", hang ? "hang" : "crash")},
+    // The op it was calling, when it was in one (Note [The call in flight]): the finding is that op's, on that device.
+    const std::optional<CallInFlight> call = decode_call_in_flight(w.call_word->load(std::memory_order_relaxed));
+    const std::string op = call ? std::string(op_def(call->op).name) : "";
+    if (call) why = fmt::format("{} in `{}` on {}", why, op, call->device.str());
+    info = json{{"oracle", kSupervisorFinding}, {"op", op}, {"device", call ? call->device.str() : devices_str(c.devices)},
+                {"node", -1}, {"what", why}, {"detail", fmt::format("program #{} of seed {}", i, c.seed)},
+                {"signature", fmt::format("supervisor|{}|{}", op, hang ? "hang" : "crash")},
                 {"program", print_program(p)}};
     // Only a failure whose record this program becomes is worth the time a reduction takes: one not seen before, or
     // seen only in later programs (with several workers, Note [Parallel jobs]).
@@ -636,6 +647,14 @@ CampaignReport supervise(const CampaignConfig& c) {
     bool running = false, finished = false;
   };
   std::vector<Lane> lanes(c.jobs);
+  // Each lane's word of Note [The call in flight], in memory its workers share with the supervisor: one mapping for
+  // the campaign, unmapped when supervise() returns (every worker has been waited for by then).
+  const size_t words_bytes = sizeof(std::atomic<uint32_t>) * c.jobs;
+  void* words = ::mmap(nullptr, words_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (words == MAP_FAILED) throw std::runtime_error(fmt::format("mmap: {}", std::strerror(errno)));
+  const std::unique_ptr<void, std::function<void(void*)>> unmap(words, [=](void* p) { ::munmap(p, words_bytes); });
+  auto* call_words = static_cast<std::atomic<uint32_t>*>(words);
+  for (uint64_t j = 0; j < c.jobs; ++j) new (&call_words[j]) std::atomic<uint32_t>(0);
   auto has_programs = [&](uint64_t i) { return c.programs == 0 || i < c.programs; };
   for (uint64_t j = 0; j < c.jobs; ++j) {
     lanes[j].next = c.lane_start(j);
@@ -672,7 +691,7 @@ CampaignReport supervise(const CampaignConfig& c) {
     for (size_t j = 0; j < lanes.size(); ++j) {
       Lane& lane = lanes[j];
       if (!lane.running && !lane.finished) {
-        lane.w = start_worker(c, lane.next, elapsed());
+        lane.w = start_worker(c, lane.next, elapsed(), &call_words[j]);
         lane.running = true;
       }
       if (lane.running) fds.push_back({lane.w.fd, POLLIN, 0}), of.push_back(j);

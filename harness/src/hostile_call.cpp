@@ -41,7 +41,7 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
     if (i < int64_t(devices.size())) return devices[size_t(i)];
     if (i == int64_t(devices.size()))
       return Device{devices[0].backend, uint8_t(backend(devices[0].backend).device_count())};
-    return Device{BackendKind(c.range(kNumBackendKinds, 255)), 0};
+    return Device{BackendKind(c.range(int64_t(backend_kinds().size()), 255)), 0};
   };
   auto tensor = [&]() -> const Tensor& {
     // Now and then the previous tensor again: add(x, x), cat([x, x, x]).

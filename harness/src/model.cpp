@@ -2,12 +2,58 @@
 // The contract model (an independent reading of contract sections 3-4) and the program executor.
 #include "crossfire/harness/model.hpp"
 
+#include <bit>
 #include <cstring>
 #include <new>
 
 #include <fmt/format.h>
 
 namespace crossfire::harness {
+
+// ---- the call in flight (Note [The call in flight]) -------------------------------------------------------------
+namespace {
+std::atomic<uint32_t> g_unshared_word{0};
+std::atomic<uint32_t>* g_call_word = &g_unshared_word;
+
+// The target device as dispatch picks it (contract section 3), without raising: the first present tensor argument,
+// else a device argument (creation ops), else cpu:0.
+Device target_of(const OpDef& op, const ArgPack& args) {
+  for (int i = 0; i < op.num_params && i < args.count; ++i) {
+    const Arg& a = args[i];
+    switch (op.params[size_t(i)].role) {
+      case ParamRole::tensor:
+        if (a.tensor && a.tensor->defined()) return a.tensor->device();
+        break;
+      case ParamRole::optional_tensor:
+        if (a.present && a.tensor && a.tensor->defined()) return a.tensor->device();
+        break;
+      case ParamRole::tensor_list:
+        if (!a.list.empty() && a.list[0].defined()) return a.list[0].device();
+        break;
+      default: break;
+    }
+  }
+  for (int i = 0; i < op.num_params && i < args.count; ++i)
+    if (op.params[size_t(i)].role == ParamRole::device_attr) return args[i].device;
+  return Device::cpu(0);
+}
+}  // namespace
+
+void set_call_in_flight_word(std::atomic<uint32_t>* word) { g_call_word = word ? word : &g_unshared_word; }
+
+// The word: the op id + 1 in the low 16 bits (0: no call), the target device's two bytes in the high 16.
+std::optional<CallInFlight> decode_call_in_flight(uint32_t word) {
+  const uint32_t op = word & 0xffffu;
+  if (op == 0 || op > uint32_t(kNumOps)) return std::nullopt;
+  const uint16_t packed = uint16_t(word >> 16);
+  return CallInFlight{OpId(op - 1), std::bit_cast<Device>(packed)};
+}
+
+InFlight::InFlight(OpId op, const ArgPack& args) {
+  const uint32_t word = (uint32_t(op) + 1) | uint32_t(target_of(op_def(op), args).packed()) << 16;
+  g_call_word->store(word, std::memory_order_relaxed);
+}
+InFlight::~InFlight() { g_call_word->store(0, std::memory_order_relaxed); }
 
 // ---- the model -------------------------------------------------------------------------------------------------
 
@@ -92,7 +138,7 @@ ObservedError observe(const std::exception& e) {
 
 WorldCounters world_counters() {
   WorldCounters w;
-  for (BackendKind k : kAllBackendKinds) w.backends.push_back(backend(k).snapshot());
+  for (BackendKind k : backend_kinds()) w.backends.push_back(backend(k).snapshot());
   w.autodiff_nodes = autodiff_nodes_recorded();
   return w;
 }
@@ -334,6 +380,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       before = world_counters();
     }
     try {
+      InFlight in_flight(n.op, pack);
       res.tensors[v] = call(n.op, pack);
       rec.status = NodeStatus::ok;
     } catch (const std::exception& e) {

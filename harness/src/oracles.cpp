@@ -164,7 +164,9 @@ std::string compare_contract(const NodePrediction& pred, NodeStatus status, cons
   if (obs && (status == NodeStatus::failed)) {
     if (obs->kind == ErrorKind::device_mismatch)
       return fmt::format("false DeviceMismatch: every argument is on {}, got: {}", pred.device.str(), obs->message);
-    return fmt::format("valid call rejected: {}: {}", error_kind_name(obs->kind), obs->message);
+    // The error's kind comes before the first colon, so it is part of the failure's signature: the reducer must
+    // not trade a BackendFailure for a ShapeError it made itself (Failure::signature()).
+    return fmt::format("valid call rejected with {}: {}", error_kind_name(obs->kind), obs->message);
   }
   return "";
 }
@@ -343,7 +345,8 @@ class Checker {
         }
         if (rec.status == NodeStatus::failed) {
           // On one device every call of a generated program is valid: an error is a finding.
-          std::string what = fmt::format("valid call raised on {}: {}: {}", dev, error_kind_name(rec.error->kind),
+          // (The error's kind is in the signature, as in the contract oracle's "valid call rejected with".)
+          std::string what = fmt::format("valid call raised {} on {}: {}", error_kind_name(rec.error->kind), dev,
                                          rec.error->message);
           counts(OracleKind::agreement).checked++;
           if (!reported)
@@ -942,6 +945,7 @@ class Checker {
         std::optional<ObservedError> obs;
         WorldCounters before = world_counters();
         try {
+          InFlight in_flight(n.op, pack);
           Tensor t = call(n.op, pack);
         } catch (const std::exception& e) {
           obs = observe(e);

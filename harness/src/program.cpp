@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -282,12 +283,11 @@ class Parser {
     size_t s = col_;
     std::string name = word();
     Device d;
-    bool known = false;
-    for (BackendKind b : kAllBackendKinds)
-      if (backend_name(b) == name) d.backend = b, known = true;
-    if (!known) {
+    if (std::optional<BackendKind> k = backend_kind_named(name)) {
+      d.backend = *k;
+    } else {
       col_ = s;
-      fail(fmt::format("unknown backend `{}` (cpu, vulkan, cuda)", printable(name)));
+      fail(fmt::format("unknown backend `{}` (known: {})", printable(name), backend_names()));
     }
     expect(':');
     size_t c = col_;

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "crossfire/harness/program.hpp"
+#include "crossfire/plugin.hpp"
 #include "crossfire/version.hpp"
 
 namespace crossfire::harness {
@@ -143,6 +144,7 @@ Provenance make_provenance(std::vector<std::string> command) {
   p.started = buf;
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) p.host = host;
+  for (const LoadedPlugin& plugin : loaded_plugins()) p.plugins.push_back(plugin.path);
   p.command = std::move(command);
   return p;
 }
@@ -273,9 +275,7 @@ std::vector<Expectation> read_expect_file(const std::string& path) {
       throw ReportError(fmt::format("{}: no oracle is named `{}`", where, e.oracle));
     if (e.where != "*") {
       const std::string backend = e.where.substr(0, e.where.find(':'));
-      bool known = false;
-      for (BackendKind k : kAllBackendKinds) known |= backend_name(k) == backend;
-      if (!known) throw ReportError(fmt::format("{}: `{}` names no backend or device", where, e.where));
+      if (!backend_kind_named(backend)) throw ReportError(fmt::format("{}: `{}` names no backend or device", where, e.where));
     }
     out.push_back(std::move(e));
   }
@@ -303,6 +303,7 @@ std::string replay_command(const CampaignReport& r, const FailureRecord& f, cons
   std::vector<std::string> argv{"crossfire", "replay", path_in(dir, f.file), "--backends", join(r.config.devices, ","),
                                 "--oracles", oracle ? f.oracle() : join(enabled_oracles(r.config), ",")};
   if (r.config.planted_fault != "none") argv.insert(argv.end(), {"--plant-fault", r.config.planted_fault});
+  for (const std::string& plugin : r.provenance.plugins) argv.insert(argv.end(), {"--plugin", plugin});
   return command_line(argv);
 }
 
@@ -315,6 +316,7 @@ json report_json(const CampaignReport& r, const std::string& dir) {
   j["started"] = r.provenance.started;
   j["host"] = r.provenance.host;
   j["command"] = r.provenance.command;
+  j["plugins"] = r.provenance.plugins;
   j["config"] = config_json(r.config);
   j["jobs"] = r.jobs;
   j["complete"] = r.complete;
@@ -582,6 +584,7 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
   };
   row("crossfire", r.provenance.version + (r.provenance.commit.empty() ? "" : " (" + r.provenance.commit + ")"));
   row("command", command_line(r.provenance.command));
+  if (!r.provenance.plugins.empty()) row("plug-ins", join(r.provenance.plugins, ", "));
   row("started", r.provenance.started);
   row("host", r.provenance.host);
   row("seed", std::to_string(r.config.seed));
@@ -776,6 +779,7 @@ class Reader {
     r.provenance.started = text(j, "started");
     r.provenance.host = text(j, "host");
     r.provenance.command = texts(j, "command");
+    if (j.contains("plugins")) r.provenance.plugins = texts(j, "plugins");  // (absent from reports before 0.2.0's)
     const json& c = at(j, "config");
     r.config.seed = count(c, "seed");
     r.config.devices = texts(c, "devices");
@@ -959,6 +963,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
   CampaignReport m;
   m.provenance.version = first.provenance.version;
   m.provenance.commit = first.provenance.commit;
+  m.provenance.plugins = first.provenance.plugins;
   m.config = first.config;
   for (Expectation& e : m.config.expect) e.matched = 0;  // added up from every shard below
   m.config.shard = {};

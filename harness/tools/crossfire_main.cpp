@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -23,6 +24,7 @@
 #include "crossfire/harness/reduce.hpp"
 #include "crossfire/harness/report.hpp"
 #include "crossfire/harness/values.hpp"
+#include "crossfire/plugin.hpp"
 #include "crossfire/version.hpp"
 
 using namespace crossfire;
@@ -147,6 +149,14 @@ std::vector<OpId> select_ops(const std::vector<std::string>& items) {
   return out;
 }
 
+// The plug-ins of CROSSFIRE_PLUGINS, then those of --plugin (plugin.hpp). Raises PluginError on the first that fails.
+void load_plugins(const std::vector<std::string>& from_options) {
+  std::vector<std::string> paths;
+  if (const char* env = std::getenv("CROSSFIRE_PLUGINS")) paths = split_plugin_paths(env);
+  paths.insert(paths.end(), from_options.begin(), from_options.end());
+  for (const std::string& p : paths) load_plugin(p);
+}
+
 // Devices of the named backends (or devices: "cpu:1"); every available device when the list is empty or `all`.
 std::vector<Device> select_devices(const std::vector<std::string>& items) {
   std::vector<Device> all = available_devices();
@@ -159,16 +169,12 @@ std::vector<Device> select_devices(const std::vector<std::string>& items) {
       out.push_back(d);
       continue;
     }
-    bool known = false;
-    for (BackendKind k : kAllBackendKinds)
-      if (backend_name(k) == item) {
-        known = true;
-        Backend& b = backend(k);
-        if (!b.available()) throw BackendUnavailable(k, b.unavailable_reason());
-        for (const Device& d : all)
-          if (d.backend == k) out.push_back(d);
-      }
-    if (!known) throw UsageError(fmt::format("--backends: unknown backend `{}` (cpu, vulkan, cuda)", printable(item)));
+    const std::optional<BackendKind> k = backend_kind_named(item);
+    if (!k) throw UsageError(fmt::format("--backends: unknown backend `{}` (known: {})", printable(item), backend_names()));
+    Backend& b = backend(*k);
+    if (!b.available()) throw BackendUnavailable(*k, b.unavailable_reason());
+    for (const Device& d : all)
+      if (d.backend == *k) out.push_back(d);
   }
   return out;
 }
@@ -188,7 +194,7 @@ std::array<bool, kNumOracles> select_oracles(const std::vector<std::string>& ite
 // `backends --json`: every backend, available or not (with why), and its devices, for jobs that gate on them.
 int cmd_backends_json() {
   nlohmann::json j = nlohmann::json::array();
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     nlohmann::json jb{{"name", backend_name(k)}, {"available", b.available()}, {"devices", nlohmann::json::array()}};
     if (!b.available()) jb["reason"] = b.unavailable_reason();
@@ -205,7 +211,7 @@ int cmd_backends_json() {
 
 int cmd_backends() {
   std::printf("%-10s %-8s %-11s %-10s %s\n", "device", "backend", "available", "type", "name / reason");
-  for (BackendKind k : kAllBackendKinds) {
+  for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     if (!b.available()) {
       std::printf("%-10s %-8s %-11s %-10s %s\n", "-", std::string(backend_name(k)).c_str(), "no", "-",
@@ -426,6 +432,14 @@ int main(int argc, char** argv) {
 
   app.set_version_flag("--version", fmt::format("crossfire {}{}", kVersion,
                                                  build_commit().empty() ? "" : fmt::format(" ({})", build_commit())));
+  // Plug-ins (docs/your-backend.md) load before any subcommand runs, so that their backends are known to every one.
+  // fallthrough(): `--plugin` may come before or after the subcommand.
+  std::vector<std::string> plugin_paths;
+  app.add_option("--plugin", plugin_paths, "Load a backend plug-in (a shared library); repeatable. Also: "
+                                           "CROSSFIRE_PLUGINS=PATH:PATH...")
+      ->type_name("PATH")
+      ->allow_extra_args(false);  // one path per --plugin, so `--plugin x.so run` leaves `run` alone
+  app.fallthrough();
   auto* backends_cmd = app.add_subcommand("backends", "List every backend and device, with the reason when unavailable");
   bool backends_json = false;
   backends_cmd->add_flag("--json", backends_json, "As JSON: [{name, available, reason, devices: [{device, type, name, "
@@ -487,6 +501,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    load_plugins(plugin_paths);
     if (*backends_cmd) return backends_json ? cmd_backends_json() : cmd_backends();
 
     if (*merge_cmd) return cmd_merge(merge_dirs, merge_out, std::vector<std::string>(argv, argv + argc));

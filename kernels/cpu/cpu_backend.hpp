@@ -13,7 +13,6 @@ inline constexpr int kDefaultDevices = 2;
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
-  BackendKind kind() const override { return BackendKind::cpu; }
   std::string unavailable_reason() const override { return {}; }
   // The reductions and sums walk strided rows a chunk of 256 outputs at a time (reduce.cpp).
   std::vector<int64_t> kernel_extents() const override { return {256}; }

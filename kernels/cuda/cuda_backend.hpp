@@ -31,7 +31,6 @@ namespace crossfire::cuda {
 class CudaBackend final : public Backend {
  public:
   CudaBackend();
-  BackendKind kind() const override { return BackendKind::cuda; }
   std::string unavailable_reason() const override { return reason_; }
   // Blocks of 256 threads (kThreads in common.cuh), and the grid's 65,535 blocks in y.
   std::vector<int64_t> kernel_extents() const override { return {256, 65535}; }

@@ -202,7 +202,6 @@ class VulkanBackend final : public Backend {
  public:
   VulkanBackend();
   ~VulkanBackend() override;
-  BackendKind kind() const override { return BackendKind::vulkan; }
   std::string unavailable_reason() const override {
     init();
     return reason_;

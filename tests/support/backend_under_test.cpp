@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "reference/reference.hpp"
+#include "support/mirror_backend.hpp"
 
 namespace crossfire::testing {
 
@@ -16,9 +17,8 @@ BackendKind backend_under_test() {
 }
 
 BackendKind parse_backend_kind(std::string_view n) {
-  for (BackendKind k : kAllBackendKinds)
-    if (backend_name(k) == n) return k;
-  return BackendKind::cpu;
+  if (n == kMirrorName) return mirror_backend();  // registered on first use, as a plug-in's backend would be
+  return backend_kind_named(n).value_or(BackendKind::cpu);
 }
 
 std::optional<Device> device_of(BackendKind k, int index, std::string* why) {
@@ -37,14 +37,14 @@ std::optional<Device> device_of(BackendKind k, int index, std::string* why) {
 }
 
 std::optional<Device> device_not_of(BackendKind other) {
-  for (BackendKind k : kAllBackendKinds)
+  for (BackendKind k : backend_kinds())
     if (k != other && backend(k).device_count() > 0) return Device{k, 0};
   return std::nullopt;
 }
 
 WorldSnapshot snapshot_world() {
   WorldSnapshot w;
-  for (BackendKind k : kAllBackendKinds) w.backends.push_back(backend(k).snapshot());
+  for (BackendKind k : backend_kinds()) w.backends.push_back(backend(k).snapshot());
   w.autodiff_nodes = autodiff_nodes_recorded();
   return w;
 }

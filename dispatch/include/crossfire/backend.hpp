@@ -54,10 +54,16 @@ struct CounterSnapshot {
   friend bool operator==(const CounterSnapshot&, const CounterSnapshot&) = default;
 };
 
+namespace detail {
+struct RegistryAccess;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual BackendKind kind() const = 0;
+  // The slot the registry put this backend in: set once, when it is registered (a built-in backend's is its
+  // own), before anything can dispatch to it.
+  BackendKind kind() const { return kind_; }
 
   // Empty when the backend has at least one device; else the one-line reason ("no Vulkan loader found").
   virtual std::string unavailable_reason() const = 0;
@@ -102,11 +108,45 @@ class Backend {
  protected:
   std::array<KernelFn, kNumOps> kernels_{};
   BackendCounters counters_;
+
+ private:
+  friend struct detail::RegistryAccess;
+  BackendKind kind_ = BackendKind::cpu;
 };
 
-// The registry: one Backend object per BackendKind, created on first use. A backend that is compiled out is
-// still present, as an unavailable backend whose reason says so.
+// A backend with no devices, which says why in one line: a compiled-out built-in backend, or a plug-in's that found
+// no hardware (register it anyway, so that asking for it says why). Every memory call raises BackendUnavailable.
+class UnavailableBackend : public Backend {
+ public:
+  explicit UnavailableBackend(std::string reason) : reason_(std::move(reason)) {}
+  std::string unavailable_reason() const override { return reason_; }
+  int device_count() const override { return 0; }
+  DeviceInfo device_info(int) const override { return {}; }
+  TensorImpl* allocate(Device, DType, const Shape&, std::string_view) override;
+  void release(TensorImpl*) override {}
+  void write(TensorImpl&, const void*) override;
+  void read(const TensorImpl&, void*) override;
+  void copy(const TensorImpl&, TensorImpl&) override;
+
+ private:
+  std::string reason_;
+};
+
+// The registry: one Backend object per BackendKind in backend_kinds(), the built-in ones created on first use. A
+// built-in backend that is compiled out is still present, as an unavailable backend whose reason says so.
+// backend() raises InvalidArgument for a kind no backend holds.
 Backend& backend(BackendKind kind);
+
+// Registers a backend under `name` in the next free slot and returns its kind; from then on its devices are
+// `<name>:<index>` everywhere (Note [Registered backends] in backend.cpp). `name` is 1..15 characters of a-z, 0-9
+// and `_`, starting with a letter, and names no backend already known (built-in ones included, compiled in or
+// not). Raises InvalidArgument, naming the problem, on a bad or taken name, a null backend, or when all
+// kMaxBackends slots are taken; the registry is then unchanged. A backend with no devices may be registered: it
+// is unavailable, with its own reason. Register before any thread dispatches to the new backend's devices.
+BackendKind register_backend(std::string_view name, std::unique_ptr<Backend> b);
+inline constexpr size_t kMaxBackendNameLength = 15;
+// Why register_backend() would refuse `name` now (a bad or taken name), or empty.
+std::string backend_name_problem(std::string_view name);
 // The backend for `device`, or BackendUnavailable; InvalidArgument if the index is out of range.
 Backend& backend_for(Device device);
 // The same, but nullptr where backend_for() would raise (no such device, backend unavailable).

@@ -9,4 +9,5 @@
 #include "crossfire/error.hpp"
 #include "crossfire/op_table.hpp"
 #include "crossfire/ops.hpp"
+#include "crossfire/plugin.hpp"
 #include "crossfire/tensor.hpp"

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,18 +19,32 @@ namespace crossfire {
 // Backends and devices
 // ---------------------------------------------------------------------------------------------------------------
 
+// A backend's slot. The built-in backends take the first three; register_backend() (backend.hpp) hands out the
+// others, in order, to backends registered at run time (Note [Registered backends] in backend.cpp). A small fixed
+// number of slots keeps every per-backend table a plain array.
 enum class BackendKind : uint8_t { cpu = 0, vulkan = 1, cuda = 2 };
-inline constexpr int kNumBackendKinds = 3;
-inline constexpr std::array<BackendKind, kNumBackendKinds> kAllBackendKinds = {BackendKind::cpu, BackendKind::vulkan,
-                                                                               BackendKind::cuda};
+inline constexpr int kNumBuiltinBackends = 3;
+inline constexpr int kMaxBackends = 8;
+inline constexpr std::array<BackendKind, kNumBuiltinBackends> kBuiltinBackendKinds = {
+    BackendKind::cpu, BackendKind::vulkan, BackendKind::cuda};
 
-constexpr std::string_view backend_name(BackendKind b) {
+// Every backend kind that has a backend now: the built-in ones (compiled in or not) and then each registered one,
+// in slot order, so a kind's position in the span is its value. Grows when a backend is registered.
+std::span<const BackendKind> backend_kinds();
+// The kind of the backend called `name` ("cpu", or a registered backend's name), if there is one.
+std::optional<BackendKind> backend_kind_named(std::string_view name);
+// "cpu, vulkan, cuda, torch": every backend's name, for error messages.
+std::string backend_names();
+
+// The name of a registered backend's slot, or "?" for a slot that holds none (out of line: backend.cpp).
+std::string_view registered_backend_name(BackendKind b);
+inline std::string_view backend_name(BackendKind b) {
   switch (b) {
     case BackendKind::cpu: return "cpu";
     case BackendKind::vulkan: return "vulkan";
     case BackendKind::cuda: return "cuda";
   }
-  return "?";
+  return registered_backend_name(b);
 }
 
 // A device is (backend, index). It packs into 16 bits so that the validation loop compares devices with one
@@ -46,7 +61,7 @@ struct Device {
   static constexpr Device cpu(int i = 0) { return {BackendKind::cpu, uint8_t(i)}; }
   static constexpr Device vulkan(int i = 0) { return {BackendKind::vulkan, uint8_t(i)}; }
   static constexpr Device cuda(int i = 0) { return {BackendKind::cuda, uint8_t(i)}; }
-  // Parses "cpu:1", "vulkan" (index 0). Throws InvalidArgument on anything else.
+  // Parses "cpu:1", "vulkan" (index 0), "torch:0" (a registered backend). Throws InvalidArgument on anything else.
   static Device parse(std::string_view text);
 };
 static_assert(sizeof(Device) == 2);

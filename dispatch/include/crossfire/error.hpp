@@ -25,6 +25,7 @@ enum class ErrorKind : uint8_t {
   backend_failure,
   parse,
   program,
+  plugin,
 };
 std::string_view error_kind_name(ErrorKind k);  // "DeviceMismatch", ...
 
@@ -139,6 +140,14 @@ class ProgramError : public Error {
   ProgramError(Reason reason, int value, std::string message);
   Reason reason;
   int value;  // the value id to blame (`%3`), or -1 for the program as a whole
+};
+
+// A plug-in that could not be loaded or registered (plugin.hpp): the message is "plugin PATH: problem".
+class PluginError : public Error {
+ public:
+  PluginError(std::string path, std::string problem);
+  std::string path;
+  std::string problem;
 };
 
 // Caller data as it may appear inside a one-line message (Note [Messages quote caller data bounded] in

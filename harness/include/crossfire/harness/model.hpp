@@ -9,7 +9,9 @@
 // The executor runs a program through dispatch on some device mapping and records what happened at every node.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -121,5 +123,28 @@ struct WorldCounters {
   friend bool operator==(const WorldCounters&, const WorldCounters&) = default;
 };
 WorldCounters world_counters();
+
+// Note [The call in flight]
+// A supervised worker keeps, in one word of memory it shares with its supervisor (campaign.cpp maps it before the
+// fork), which op it is calling and on which device. When the worker crashes or hangs, the supervisor reads the word
+// and blames the op ("exp crashed on torch:0"), which is what a backend's author needs, instead of the program as a
+// whole. Outside a supervised worker the word is a private one nobody reads. Keeping it costs two stores per call.
+// Only calls the harness makes itself are marked (a node's forward call, the bad-input oracle's calls); a crash in
+// backward() or in reading a result blames the program.
+void set_call_in_flight_word(std::atomic<uint32_t>* word);
+struct CallInFlight {
+  OpId op;
+  Device device;  // the call's target: its first tensor argument's device, or its device argument's
+};
+// What a word says: the call in progress, or nullopt between calls.
+std::optional<CallInFlight> decode_call_in_flight(uint32_t word);
+// Marks `op` on `args` as in flight while it lives.
+class InFlight {
+ public:
+  InFlight(OpId op, const ArgPack& args);
+  ~InFlight();
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
 
 }  // namespace crossfire::harness

@@ -76,6 +76,7 @@ struct Provenance {
   std::string started;               // UTC, ISO 8601: 2026-12-02T15:30:00Z
   std::string host;
   std::vector<std::string> command;  // the command line, one element per argument
+  std::vector<std::string> plugins;  // the plug-ins loaded, by path as given (plugin.hpp), in load order
 };
 
 // This build's version and commit, the time now, this host, and `command`.

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+# Plug-ins (issue 15, docs/your-backend.md): tests/plugins/test_plugin.cpp built once per mode as a plug-in would
+# be (a MODULE library on crossfire::plugin, linking none of crossfire's libraries), and `crossfire --plugin` run
+# on each by tests/harness/plugin_test.cpp: the working ones end to end, every broken one refused in one line.
+if(TARGET crossfire_cli AND "cpu" IN_LIST CROSSFIRE_ENABLED_BACKENDS AND NOT CROSSFIRE_SANITIZE)
+  set(_plugin_modes good faulty no_devices throws clash bad_name none unresolved bad_abi bad_layout no_entry)
+  set(_plugin_defs "")
+  foreach(mode IN LISTS _plugin_modes)
+    list(APPEND _plugin_defs CROSSFIRE_TEST_PLUGIN_MODE_${mode}=0)
+  endforeach()
+  set(_plugin_paths "")
+  foreach(mode IN LISTS _plugin_modes)
+    add_library(test_plugin_${mode} MODULE plugins/test_plugin.cpp support/mirror_backend.cpp)
+    set_target_properties(test_plugin_${mode} PROPERTIES OUTPUT_NAME plugin_${mode} PREFIX ""
+                          LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/plugins)
+    list(TRANSFORM _plugin_defs REPLACE "_${mode}=0$" "_${mode}=1" OUTPUT_VARIABLE defs)
+    target_compile_definitions(test_plugin_${mode} PRIVATE ${defs})
+    target_include_directories(test_plugin_${mode} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_link_libraries(test_plugin_${mode} PRIVATE crossfire::plugin crossfire_warnings)
+    list(APPEND _plugin_paths $<TARGET_FILE:test_plugin_${mode}>)
+  endforeach()
+
+  find_package(nlohmann_json REQUIRED)
+  crossfire_core_test(plugin_cli AREA plugin TIMEOUT 300 SOURCES harness/plugin_test.cpp
+    LIBS crossfire_harness nlohmann_json::nlohmann_json)
+  target_compile_definitions(suite_plugin_cli PRIVATE CROSSFIRE_CLI="$<TARGET_FILE:crossfire_cli>"
+                             CROSSFIRE_TEST_PLUGINS="${CMAKE_CURRENT_BINARY_DIR}/plugins")
+  add_dependencies(suite_plugin_cli crossfire_cli)
+  foreach(mode IN LISTS _plugin_modes)
+    add_dependencies(suite_plugin_cli test_plugin_${mode})
+  endforeach()
+endif()
