@@ -309,5 +309,49 @@ TEST(DeviceMismatchMessages, MatchTheContractShape) {
   }
 }
 
+// More offenders than OffenderList keeps in place (Note [What raising an error allocates]): every one is blamed, in
+// signature order, and the list behaves as the vector it replaced when it grows past and shrinks back to kInline.
+TEST(DeviceMismatchOffenders, MoreThanTheInlineCapacityAreAllBlamedInOrder) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "only one device on this machine";
+  constexpr int n = int(OffenderList::kInline) * 3;
+  std::vector<Tensor> ts;
+  ts.push_back(from_data({1.f}, {1}, odd[0]));  // the target comes from tensors[0]: every other element offends
+  for (int i = 1; i < n; ++i) ts.push_back(from_data({1.f}, {1}, d));
+  try {
+    cat(ts, 0);
+    FAIL() << "no error raised";
+  } catch (const DeviceMismatch& e) {
+    ASSERT_EQ(e.offenders.size(), size_t(n - 1)) << e.what();
+    for (int i = 1; i < n; ++i) {
+      EXPECT_EQ(e.offenders[size_t(i - 1)].param, fmt::format("tensors[{}]", i));
+      EXPECT_EQ(e.offenders[size_t(i - 1)].device, d);
+    }
+  }
+}
+
+TEST(DeviceMismatchOffenders, OffenderListGrowsAndShrinksLikeAVector) {
+  OffenderList list;
+  std::vector<DeviceOffender> mirror;
+  for (int i = 0; i < int(OffenderList::kInline) * 2 + 1; ++i) {
+    DeviceOffender o{fmt::format("a long parameter label that is not a short string {}", i), i, -1, Device::cpu(0),
+                     i % 2 == 0};
+    list.push_back(o);
+    mirror.push_back(o);
+    ASSERT_TRUE(list == mirror) << "after push " << i;
+  }
+  while (!mirror.empty()) {
+    list.pop_back();
+    mirror.pop_back();
+    ASSERT_TRUE(list == mirror) << "after pop to " << mirror.size();
+    ASSERT_EQ(list.empty(), mirror.empty());
+  }
+  OffenderList copy = OffenderList{{"x", 0, -1, Device::cpu(1), false}, {"y", 1, -1, Device::cpu(1), true}};
+  OffenderList moved = std::move(copy);
+  EXPECT_EQ(moved.size(), 2u);
+  EXPECT_EQ(moved.back().param, "y");
+}
+
 }  // namespace
 }  // namespace crossfire

@@ -70,7 +70,7 @@ inline void for_each_tensor(const OpDef& op, const ArgPack& args, F&& f) {
 }
 
 [[gnu::cold, noreturn]] void throw_device_mismatch(const OpDef& op, const ArgPack& args, const TargetInfo& target) {
-  std::vector<DeviceOffender> offenders;
+  OffenderList offenders;
   for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
     if (t.device() != target.device)
       offenders.push_back({param_label(op, param, li), param, li, t.device(),

@@ -44,7 +44,7 @@ NoTensorInput::NoTensorInput(std::string op)
 
 namespace {
 std::string device_mismatch_message(const std::string& op, Device target, const std::string& from,
-                                    const std::vector<DeviceOffender>& offenders) {
+                                    const OffenderList& offenders) {
   auto what = [](const DeviceOffender& o) { return o.wrong_backend ? "wrong backend" : "wrong device index"; };
   if (offenders.size() == 1) {
     const DeviceOffender& o = offenders[0];
@@ -60,7 +60,7 @@ std::string device_mismatch_message(const std::string& op, Device target, const 
 }
 }  // namespace
 
-DeviceMismatch::DeviceMismatch(std::string op, Device t, std::string from, std::vector<DeviceOffender> offs)
+DeviceMismatch::DeviceMismatch(std::string op, Device t, std::string from, OffenderList offs)
     : Error(ErrorKind::device_mismatch, op, device_mismatch_message(op, t, from, offs)),
       target(t),
       target_from(std::move(from)),

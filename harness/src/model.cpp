@@ -125,7 +125,8 @@ ObservedError observe(const std::exception& e) {
   o.message = e.what();
   if (auto* ce = dynamic_cast<const Error*>(&e)) {
     o.kind = ce->kind();
-    if (auto* dm = dynamic_cast<const DeviceMismatch*>(&e)) o.mismatch = PredictedMismatch{dm->target, dm->target_from, dm->offenders};
+    if (auto* dm = dynamic_cast<const DeviceMismatch*>(&e))
+      o.mismatch = PredictedMismatch{dm->target, dm->target_from, {dm->offenders.begin(), dm->offenders.end()}};
     if (auto* d = dynamic_cast<const DTypeMismatch*>(&e)) o.param = d->param;
     if (auto* s = dynamic_cast<const ShapeError*>(&e)) o.param = s->param;
     if (auto* s = dynamic_cast<const InvalidArgument*>(&e)) o.param = s->param;

@@ -4,6 +4,10 @@
 // success path.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <exception>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,15 +33,22 @@ enum class ErrorKind : uint8_t {
 };
 std::string_view error_kind_name(ErrorKind k);  // "DeviceMismatch", ...
 
-class Error : public std::runtime_error {
+// Note [What raising an error allocates]
+// An error keeps its message in a std::string of its own rather than in std::runtime_error's reference-counted copy
+// (which would be a second heap block holding the same text), and a DeviceMismatch keeps up to four offenders in
+// place (OffenderList). Raising the common DeviceMismatch therefore takes two heap blocks: the exception object
+// (the C++ runtime's) and the message. bench_dispatch's device_mismatch/raise_catch counts the operator-new ones.
+class Error : public std::exception {
  public:
   Error(ErrorKind kind, std::string op, std::string message)
-      : std::runtime_error(std::move(message)), kind_(kind), op_(std::move(op)) {}
+      : message_(std::move(message)), kind_(kind), op_(std::move(op)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
   ErrorKind kind() const { return kind_; }
   // The op being dispatched ("add"), or empty when the error is not about one op call.
   const std::string& op() const { return op_; }
 
  private:
+  std::string message_;
   ErrorKind kind_;
   std::string op_;
 };
@@ -66,13 +77,73 @@ struct DeviceOffender {
   friend bool operator==(const DeviceOffender&, const DeviceOffender&) = default;
 };
 
+// A DeviceMismatch's offenders, in signature order: a sequence like std::vector (size, [], range-for, push_back,
+// pop_back, ==), contiguous, that holds up to kInline offenders in place and moves to the heap past that (Note [What
+// raising an error allocates]).
+class OffenderList {
+ public:
+  static constexpr size_t kInline = 4;
+  using value_type = DeviceOffender;
+  using iterator = DeviceOffender*;
+  using const_iterator = const DeviceOffender*;
+
+  OffenderList() = default;
+  OffenderList(std::initializer_list<DeviceOffender> offenders) {
+    for (const DeviceOffender& o : offenders) push_back(o);
+  }
+  template <typename It>
+  OffenderList(It first, It last) {
+    for (; first != last; ++first) push_back(*first);
+  }
+
+  void push_back(DeviceOffender o) {
+    if (size_ == kInline && heap_.empty()) heap_.assign(std::make_move_iterator(inline_.begin()),
+                                                         std::make_move_iterator(inline_.end()));
+    if (size_ < kInline) inline_[size_] = std::move(o);
+    else heap_.push_back(std::move(o));
+    ++size_;
+  }
+  void pop_back() {
+    if (size_ > kInline) heap_.pop_back();
+    --size_;
+    if (size_ == kInline) {  // back in place
+      std::move(heap_.begin(), heap_.end(), inline_.begin());
+      heap_.clear();
+    }
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  DeviceOffender* data() { return size_ > kInline ? heap_.data() : inline_.data(); }
+  const DeviceOffender* data() const { return size_ > kInline ? heap_.data() : inline_.data(); }
+  iterator begin() { return data(); }
+  iterator end() { return data() + size_; }
+  const_iterator begin() const { return data(); }
+  const_iterator end() const { return data() + size_; }
+  DeviceOffender& operator[](size_t i) { return data()[i]; }
+  const DeviceOffender& operator[](size_t i) const { return data()[i]; }
+  const DeviceOffender& front() const { return data()[0]; }
+  const DeviceOffender& back() const { return data()[size_ - 1]; }
+
+  friend bool operator==(const OffenderList& a, const OffenderList& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  friend bool operator==(const OffenderList& a, const std::vector<DeviceOffender>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::array<DeviceOffender, kInline> inline_{};
+  std::vector<DeviceOffender> heap_;  // all of them, once there are more than kInline
+  size_t size_ = 0;
+};
+
 // Contract section 4: every offender, in signature order, and where the target came from.
 class DeviceMismatch : public Error {
  public:
-  DeviceMismatch(std::string op, Device target, std::string target_from, std::vector<DeviceOffender> offenders);
+  DeviceMismatch(std::string op, Device target, std::string target_from, OffenderList offenders);
   Device target;
   std::string target_from;  // the parameter the target was taken from: "lhs", "tensors[0]"
-  std::vector<DeviceOffender> offenders;
+  OffenderList offenders;
 };
 
 class DTypeMismatch : public Error {

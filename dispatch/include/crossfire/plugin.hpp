@@ -15,10 +15,10 @@
 // built-in one. The price is that a plug-in must be built against the same crossfire as the process that loads it.
 // The loader checks that before it runs any of the plug-in's code beyond the entry point: PluginInfo's first field
 // is kPluginAbiVersion (bumped by hand when this interface changes shape), and its second a fingerprint of what the
-// plug-in compiled in (the sizes of the types a kernel and a backend touch, and the op table's names in order: a
-// kernel table is an array indexed by op). A plug-in does not link crossfire's libraries; it takes crossfire's
-// symbols from the process that loads it (the `crossfire` command exports them), so there is one registry, one op
-// table and one error hierarchy.
+// plug-in compiled in (the sizes of the types a kernel and a backend touch, the errors it may raise, and the op
+// table's names in order: a kernel table is an array indexed by op). A plug-in does not link crossfire's libraries;
+// it takes crossfire's symbols from the process that loads it (the `crossfire` command exports them), so there is
+// one registry, one op table and one error hierarchy.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +45,9 @@ consteval uint64_t plugin_layout() {
     }
   };
   for (uint64_t v : {sizeof(TensorImpl), sizeof(Backend), sizeof(KernelCall), sizeof(ArgPack), sizeof(Arg),
-                     sizeof(Shape), sizeof(Device), uint64_t(kMaxRank), uint64_t(kMaxBackends), uint64_t(kNumDTypes),
-                     uint64_t(kNumOps)})
+                     sizeof(Shape), sizeof(Device), sizeof(Error), sizeof(InvalidArgument), sizeof(BackendFailure),
+                     sizeof(OutOfMemory), sizeof(Unsupported), uint64_t(kMaxRank), uint64_t(kMaxBackends),
+                     uint64_t(kNumDTypes), uint64_t(kNumOps)})
     mix(v);
   for (const OpDef& op : kOpTable) {
     for (char c : op.name) mix(uint64_t(uint8_t(c)));
