@@ -132,13 +132,19 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 // generated, so a crash in it is still blamed on it). Only the rare messages are JSON objects: a program with
 // failures or a harness error (its done message), a failure being reduced, a worker's last message (`F`).
 //   S <i>
-//   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds>) x 4 oracles <n>
+//   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds> <r>
+//                  (<skip reason> <count>) x r) x 4 oracles <n>
 //     (<op id> <device position in c.devices> <checked> <unsupported>) x n      (coverage)
 std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::vector<std::string>& device_names) {
   std::string s = fmt::format("D {} {}", i, nodes);
-  for (const OracleCounts& k : r.counts)
+  for (const OracleCounts& k : r.counts) {
     fmt::format_to(std::back_inserter(s), " {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
                    k.skipped_other, k.seconds);
+    const auto reasons = std::count_if(k.skipped_by.begin(), k.skipped_by.end(), [](uint64_t n) { return n > 0; });
+    fmt::format_to(std::back_inserter(s), " {}", reasons);
+    for (size_t why = 0; why < kNumSkipReasons; ++why)
+      if (k.skipped_by[why] > 0) fmt::format_to(std::back_inserter(s), " {} {}", why, k.skipped_by[why]);
+  }
   std::string cov;
   size_t n = 0;
   for (const auto& [op, per] : r.coverage)
@@ -411,6 +417,14 @@ std::optional<ProgramDone> parse_done_line(const std::string& line) {
     k.seconds = std::strtod(p, &end);
     ok &= end != p;
     p = end;
+    const uint64_t reasons = whole();
+    uint64_t sum = 0;
+    for (uint64_t j = 0; ok && j < reasons; ++j) {
+      const uint64_t why = whole(), n = whole();
+      ok &= why < kNumSkipReasons;
+      if (ok) k.skipped_by[why] += n, sum += n;
+    }
+    ok &= sum == k.skipped_other;
   }
   const uint64_t n = whole();
   for (uint64_t k = 0; ok && k < 4 * n; ++k) d.coverage.push_back(whole());

@@ -24,6 +24,22 @@ std::string_view oracle_name(OracleKind k) {
   }
   return "?";
 }
+
+namespace {
+// In SkipReason's order.
+constexpr std::array<std::string_view, kNumSkipReasons> kSkipReasonNames = {
+    "upstream_missing", "predicted_error",  "no_reference", "branches_differ",       "on_kink",
+    "no_finite_difference", "below_resolution", "not_smooth", "nonfinite_intermediate", "adjoint_past_f32"};
+}  // namespace
+
+std::string_view skip_reason_name(SkipReason r) { return kSkipReasonNames[size_t(r)]; }
+
+std::optional<SkipReason> parse_skip_reason(std::string_view name) {
+  for (size_t i = 0; i < kNumSkipReasons; ++i)
+    if (kSkipReasonNames[i] == name) return SkipReason(i);
+  return std::nullopt;
+}
+
 std::optional<OracleKind> parse_oracle(std::string_view name) {
   for (OracleKind k : kAllOracles)
     if (oracle_name(k) == name) return k;
@@ -289,7 +305,7 @@ class Checker {
       if (p_.values[v].is_input()) continue;
       NodeRecord rec = res.nodes[v];
       if (rec.status == NodeStatus::missing) {
-        counts(OracleKind::contract).skipped_other++;
+        counts(OracleKind::contract).skip(SkipReason::upstream_missing);
         continue;
       }
       // An unsupported kernel: the validation before it still had to pass, so a predicted error is a miss.
@@ -335,12 +351,12 @@ class Checker {
           continue;
         }
         if (rec.status == NodeStatus::missing) {
-          counts(OracleKind::agreement).skipped_other++;
+          counts(OracleKind::agreement).skip(SkipReason::upstream_missing);
           continue;
         }
         if (rec.status == NodeStatus::failed && pred_[v].no_tensor_input &&
             rec.error->kind == ErrorKind::no_tensor_input) {
-          counts(OracleKind::agreement).skipped_other++;  // the error the model predicts (the contract oracle's)
+          counts(OracleKind::agreement).skip(SkipReason::predicted_error);
           continue;
         }
         if (rec.status == NodeStatus::failed) {
@@ -374,7 +390,7 @@ class Checker {
         } catch (const std::bad_alloc&) {
           throw;
         } catch (const std::exception& e) {
-          counts(OracleKind::agreement).skipped_other++;
+          counts(OracleKind::agreement).skip(SkipReason::no_reference);
           row(int(v), dev, "ok (no reference)", e.what());
           continue;
         }
@@ -565,7 +581,7 @@ class Checker {
     // f64 finite differences.
     std::vector<std::optional<reference::RefTensor>> base = evaluate_f64(p_, {}, root);
     if (!base[size_t(root)]) {
-      counts(OracleKind::gradients).skipped_other++;  // no reference yet
+      counts(OracleKind::gradients).skip(SkipReason::no_reference);
     }
     // The root's values at a point (the loss is their sum; differences are taken element by element, so one huge
     // element cannot swamp the change in the others).
@@ -690,7 +706,7 @@ class Checker {
         }
         if (!same_branch[di]) same_branch[di] = same_branches(runs[*first], runs[di], anc);
         if (!*same_branch[di]) {  // Note [Branches across devices]
-          counts(OracleKind::gradients).skipped_other++;
+          counts(OracleKind::gradients).skip(SkipReason::branches_differ);
           continue;
         }
         const auto &ga = (*grads[*first])[li].values, &gb = (*grads[di])[li].values;
@@ -711,7 +727,7 @@ class Checker {
       }
       if (!base[size_t(root)]) continue;
       if (on_kink) {  // devices were compared above; finite differences say nothing here
-        counts(OracleKind::gradients).skipped_other++;
+        counts(OracleKind::gradients).skip(SkipReason::on_kink);
         continue;
       }
       bool adjoint_checked = false, adjoint_overflows = false;  // adjoint_past_f32(leaf), once it is needed
@@ -743,7 +759,7 @@ class Checker {
         std::vector<std::optional<reference::RefTensor>> vp, vm, vp2, vm2;
         if (!l0 || !loss_step(h / 4, &fwd, &bwd, &fd, &vp, &vm) ||
             !loss_step(h / 16, &fwd2, &bwd2, &fd2, &vp2, &vm2)) {
-          counts(OracleKind::gradients).skipped_other++;
+          counts(OracleKind::gradients).skip(SkipReason::no_finite_difference);
           continue;
         }
         // Non-smooth point: a discrete value flips inside [x-h, x+h], or the one-sided slopes differ by a gap that
@@ -751,7 +767,7 @@ class Checker {
         const double gap = std::fabs(fwd - bwd), gap2 = std::fabs(fwd2 - bwd2);
         const double scale = 1 + std::fabs(fd);
         if (resolution / (h / 16) > 1e-4 * scale || std::fabs(fd) > 1e38) {
-          counts(OracleKind::gradients).skipped_other++;
+          counts(OracleKind::gradients).skip(SkipReason::below_resolution);
           continue;
         }
         // A discrete value (a comparison, an argmax) must be the same at x - h, x and x + h: compared with the
@@ -767,7 +783,7 @@ class Checker {
         if (!discrete_steady || !same_branches(vp, vm, anc) ||
             !same_branches(vp2, vm2, anc) || (gap > 1e-3 * scale && gap2 > 0.5 * gap) ||
             std::fabs(fd - fd2) > 1e-3 * scale + 0.05 * std::fabs(fd)) {
-          counts(OracleKind::gradients).skipped_other++;
+          counts(OracleKind::gradients).skip(SkipReason::not_smooth);
           continue;
         }
         fd = fd2;
@@ -775,7 +791,7 @@ class Checker {
           if (!grads[di] || !device_consistent[di]) continue;
           double g = (*grads[di])[li].values[size_t(i)];
           if (!std::isfinite(g) && nonfinite_intermediate) {
-            counts(OracleKind::gradients).skipped_other++;
+            counts(OracleKind::gradients).skip(SkipReason::nonfinite_intermediate);
             continue;
           }
           if (!std::isfinite(g) && !adjoint_checked) {
@@ -783,7 +799,7 @@ class Checker {
             adjoint_overflows = adjoint_past_f32(leaf);
           }
           if (!std::isfinite(g) && adjoint_overflows) {  // Note [Adjoints past f32]
-            counts(OracleKind::gradients).skipped_other++;
+            counts(OracleKind::gradients).skip(SkipReason::adjoint_past_f32);
             continue;
           }
           double tol = 1e-2 * std::fabs(fd) + 1e-3 * (1 + std::fabs(fd));

@@ -350,6 +350,10 @@ json report_json(const CampaignReport& r, const std::string& dir) {
                                             {"seconds", n.seconds},
                                             {"failures", occurrences},
                                             {"distinct_failures", distinct}};
+    json reasons = json::object();
+    for (size_t why = 0; why < kNumSkipReasons; ++why)
+      if (n.skipped_by[why] > 0) reasons[std::string(skip_reason_name(SkipReason(why)))] = n.skipped_by[why];
+    oracles[std::string(oracle_name(k))]["skipped_by_reason"] = reasons;
   }
   j["oracles"] = oracles;
   json fails = json::array();
@@ -623,6 +627,15 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
                      oracle_name(k), r.config.oracles[size_t(k)] ? "" : " (off)", n.checked, occurrences ? "bad" : "",
                      occurrences, distinct, n.skipped_unsupported, n.skipped_other, n.seconds);
   }
+  std::string by_reason;  // the "other" skips, by reason, under the table
+  for (OracleKind k : kAllOracles) {
+    const OracleCounts& n = r.counts[size_t(k)];
+    std::string reasons;
+    for (size_t why = 0; why < kNumSkipReasons; ++why)
+      if (n.skipped_by[why] > 0)
+        reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", skip_reason_name(SkipReason(why)), n.skipped_by[why]);
+    if (!reasons.empty()) by_reason += fmt::format("{}<b>{}</b>: {}", by_reason.empty() ? "" : "; ", oracle_name(k), reasons);
+  }
   const auto [sup, sup_distinct] = failures_of(r, kSupervisorFinding);
   const auto [harn, harn_distinct] = failures_of(r, kHarnessFinding);
   h += fmt::format("<tr><td class=l>supervisor (crashes {}, hangs {})</td><td>{}</td><td class=\"{}\">{}</td>"
@@ -632,6 +645,7 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow:auto}.skip{co
     h += fmt::format("<tr><td class=l>harness errors</td><td></td><td class=bad>{}</td><td>{}</td><td></td><td></td>"
                      "<td></td></tr>\n", harn, harn_distinct);
   h += "</table>\n";
+  if (!by_reason.empty()) h += fmt::format("<p id=\"skip-reasons\" class=skip>Skipped (other), by reason: {}.</p>\n", by_reason);
 
   if (!r.config.expect.empty()) {
     h += "<h2>Known differences (--expect)</h2>\n<table id=\"expectations\"><tr><th class=l>where</th><th class=l>op"
@@ -821,6 +835,20 @@ class Reader {
       OracleCounts& n = r.counts[size_t(k)];
       n = {count(o, "checked"), count(o, "failed"), count(o, "skipped_unsupported"), count(o, "skipped_other"),
            seconds(o, "seconds")};
+      if (o.contains("skipped_by_reason")) {  // absent in reports written before it existed: all zero then
+        const json& reasons = at(o, "skipped_by_reason");
+        if (!reasons.is_object()) fail(fmt::format("`oracles.{}.skipped_by_reason` is not an object", oracle_name(k)));
+        uint64_t sum = 0;
+        for (const auto& [name, value] : reasons.items()) {
+          const std::optional<SkipReason> why = parse_skip_reason(name);
+          if (!why) fail(fmt::format("`oracles.{}.skipped_by_reason` has an unknown reason `{}`", oracle_name(k), name));
+          n.skipped_by[size_t(*why)] = count(reasons, name);
+          if (__builtin_add_overflow(sum, n.skipped_by[size_t(*why)], &sum)) sum = ~uint64_t(0);
+        }
+        if (sum != n.skipped_other)
+          fail(fmt::format("`oracles.{}.skipped_by_reason` adds up to {}, not to `skipped_other` ({})", oracle_name(k),
+                           sum, n.skipped_other));
+      }
     }
     const json& list = at(j, "failure_list");
     if (!list.is_array()) fail("`failure_list` is not a list");
@@ -1000,6 +1028,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
       add(m.counts[k].checked, p.counts[k].checked), add(m.counts[k].failed, p.counts[k].failed);
       add(m.counts[k].skipped_unsupported, p.counts[k].skipped_unsupported);
       add(m.counts[k].skipped_other, p.counts[k].skipped_other);
+      for (size_t why = 0; why < kNumSkipReasons; ++why) add(m.counts[k].skipped_by[why], p.counts[k].skipped_by[why]);
       m.counts[k].seconds += p.counts[k].seconds;
     }
     for (const auto& [op, per] : p.coverage)

@@ -703,6 +703,7 @@ TEST(Cli, ShardsTogetherCheckExactlyTheWholeCampaign) {
   for (const char* o : {"contract", "agreement", "gradients", "bad_input"})
     for (const char* k : {"checked", "failed", "skipped_unsupported", "skipped_other"})
       EXPECT_EQ(m["oracles"][o][k], w["oracles"][o][k]) << o << "." << k;
+  EXPECT_EQ(m["oracles"]["gradients"]["skipped_by_reason"], w["oracles"]["gradients"]["skipped_by_reason"]);
   EXPECT_EQ(m["shards"].size(), 3u);
   EXPECT_EQ(m["shards"][0]["index"], 0) << "listed by shard number";
   fs::remove_all(d);
@@ -813,6 +814,14 @@ TEST(Cli, MergeRefusesWhatWouldMakeAWrongTotal) {
             swap(t, "\"distinct_failures\": 0", "\"distinct_failures\": 1");
           }),
           "escape/report.json", "is not a file in failures/");
+  refused(a0 + " " + edited("reasons", [&](std::string& t) {
+            swap(t, "\"skipped_by_reason\": {}", "\"skipped_by_reason\": {\"on_kink\": 3}");
+          }),
+          "reasons/report.json", "adds up to 3, not to `skipped_other` (0)");
+  refused(a0 + " " + edited("reason", [&](std::string& t) {
+            swap(t, "\"skipped_by_reason\": {}", "\"skipped_by_reason\": {\"bad_luck\": 0}");
+          }),
+          "reason/report.json", "unknown reason `bad_luck`");
   refused(a0 + " " + edited("shards", [&](std::string& t) {
             swap(t, "\"count\": 2", "\"count\": 18446744073709551615");
           }),

@@ -42,17 +42,41 @@ struct Failure {
   std::string signature() const;
 };
 
+// Why a check did not run, other than a backend without the kernel (skipped_unsupported): report.json's
+// `skipped_by_reason` (docs/report-format.md lists the same names and meanings).
+enum class SkipReason : uint8_t {
+  upstream_missing,        // the node's inputs do not exist on this device (an earlier node failed or was unsupported)
+  predicted_error,         // agreement: the node raised the error the model predicts (the contract oracle's check)
+  no_reference,            // the f64 reference cannot evaluate the node, or the program's root
+  branches_differ,         // gradients: two devices took different discrete branches (Note [Branches across devices])
+  on_kink,                 // gradients: an input of a piecewise op is 0 or tied with another (its kink)
+  no_finite_difference,    // gradients: a step is not representable in f32, or the loss is not finite at x +- h
+  below_resolution,        // gradients: the change is below f64's resolution of the loss, or the slope past 1e38
+  not_smooth,              // gradients: a discrete value flips within the step, or the one-sided slopes disagree
+  nonfinite_intermediate,  // gradients: a non-finite value or a domain boundary upstream (the chain rule's 0 * inf)
+  adjoint_past_f32,        // gradients: an adjoint past f32's range (Note [Adjoints past f32])
+};
+inline constexpr size_t kNumSkipReasons = size_t(SkipReason::adjoint_past_f32) + 1;
+std::string_view skip_reason_name(SkipReason r);
+std::optional<SkipReason> parse_skip_reason(std::string_view name);
+
 struct OracleCounts {
   uint64_t checked = 0;  // individual checks that ran and passed or failed
   uint64_t failed = 0;
   uint64_t skipped_unsupported = 0;  // the backend had no kernel
-  uint64_t skipped_other = 0;        // no reference yet, non-smooth point, upstream missing
+  uint64_t skipped_other = 0;        // the sum of skipped_by
   // Time spent in this oracle. The runs of the program on each device, which agreement, gradients and bad_input
   // share, count to the first of those that is enabled.
   double seconds = 0;
+  std::array<uint64_t, kNumSkipReasons> skipped_by{};  // skipped_other by reason
+  void skip(SkipReason r) {
+    ++skipped_other;
+    ++skipped_by[size_t(r)];
+  }
   void add(const OracleCounts& o) {
     checked += o.checked, failed += o.failed, skipped_unsupported += o.skipped_unsupported,
         skipped_other += o.skipped_other, seconds += o.seconds;
+    for (size_t i = 0; i < kNumSkipReasons; ++i) skipped_by[i] += o.skipped_by[i];
   }
 };
 
