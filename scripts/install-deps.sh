@@ -12,6 +12,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libvulkan-dev glslc spirv-tools vulkan-tools vulkan-validationlayers mesa-vulkan-drivers
   python3 python3-scipy python3-yaml python3-xmlschema python3-junitparser python3-jsonschema
+  libtorch-dev
 )
 if [[ "${1:-}" == "--with-browser" || "${CROSSFIRE_WITH_BROWSER:-0}" == "1" ]]; then
   packages+=(chromium)

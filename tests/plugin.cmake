@@ -30,3 +30,13 @@ if(TARGET crossfire_cli AND "cpu" IN_LIST CROSSFIRE_ENABLED_BACKENDS AND NOT CRO
     add_dependencies(suite_plugin_cli test_plugin_${mode})
   endforeach()
 endif()
+
+# The torch plug-in (plugins/torch), built against this build installed into a temporary prefix, and a campaign on
+# cpu,torch with its expect file; its kept findings must still reproduce (tests/plugin_torch_test.sh). Skipped (77)
+# without libtorch-dev.
+if(TARGET crossfire_cli AND CROSSFIRE_INSTALL AND "cpu" IN_LIST CROSSFIRE_ENABLED_BACKENDS AND NOT CROSSFIRE_SANITIZE)
+  add_test(NAME plugin.torch
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plugin_torch_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+                   ${CMAKE_CXX_COMPILER})
+  set_tests_properties(plugin.torch PROPERTIES LABELS "plugin;core" TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
