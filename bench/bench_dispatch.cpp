@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string_view>
 #include <string>
@@ -277,6 +278,43 @@ void bm_paired(benchmark::State& state, const DispatchCase& c, Device d) {
   state.counters["baseline_ns"] = median_of(nominal_baselines);
 }
 
+// `batched`, for asynchronous backends: API calls back to back, with the backend synchronised once every kSync
+// calls, as a program's nodes run in a campaign. Besides the wall time per call it reports host_us, the calling
+// thread's CPU time per call spent inside the API calls (validation, allocation, recording, the submissions the
+// backend makes on its own), and sync_us, the wall time per call spent waiting in synchronize(): the first is
+// what crossfire and the driver's recording cost the host, the second what the device (for lavapipe, its own
+// threads) takes to run the work.
+void bm_batched(benchmark::State& state, const DispatchCase& c, Device d) {
+  constexpr int kSync = 256;
+  Backend& b = backend_for(d);
+  if (skip_unsupported(state, b, c.id)) return;
+  const Inputs in = c.make(d);
+  auto thread_cpu_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+  };
+  using clock = std::chrono::steady_clock;
+  double host_ns = 0, sync_ns = 0;
+  int64_t calls = 0;
+  for (auto _ : state) {
+    const double t0 = thread_cpu_ns();
+    for (int k = 0; k < kSync; ++k) {
+      Tensor out = c.api(in);
+      benchmark::DoNotOptimize(out.impl());
+    }
+    host_ns += thread_cpu_ns() - t0;
+    const auto s0 = clock::now();
+    b.synchronize();
+    sync_ns += std::chrono::duration<double, std::nano>(clock::now() - s0).count();
+    calls += kSync;
+  }
+  state.SetItemsProcessed(calls);
+  state.counters["host_us"] = host_ns / 1e3 / double(std::max<int64_t>(1, calls));
+  state.counters["sync_us"] = sync_ns / 1e3 / double(std::max<int64_t>(1, calls));
+  state.counters["calls/iteration"] = kSync;
+}
+
 // The autodiff layer: add with a tracked lhs records a node (tracked), or does not under no_grad. Compare with
 // dispatch/<backend>/2_tensors_add/api, the untracked call.
 void bm_tracked(benchmark::State& state, Device d, bool no_grad) {
@@ -393,6 +431,8 @@ void register_all() {
       reg(fmt::format("dispatch/{}/{}/direct_alloc", bn, c.name), bm_direct_alloc, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/validate", bn, c.name), bm_validate, std::cref(c), d);
       reg(fmt::format("dispatch/{}/{}/paired", bn, c.name), bm_paired, std::cref(c), d);
+      if (k == BackendKind::vulkan || k == BackendKind::cuda)
+        reg(fmt::format("dispatch/{}/{}/batched", bn, c.name), bm_batched, std::cref(c), d);
     }
     reg(fmt::format("dispatch/{}/2_tensors_add_tracked/api", bn), bm_tracked, d, false);
     reg(fmt::format("dispatch/{}/2_tensors_add_tracked_no_grad/api", bn), bm_tracked, d, true);

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include <fmt/format.h>
@@ -265,8 +266,25 @@ RunResult run_on_device(const Program& p, Device d) {
   return run_program(p, ro);
 }
 
+// Note [Reading results back at the end of a run]
+// The agreement oracle needs every node's inputs and output on the host. Read right after each call, every node
+// of an asynchronous backend was a round trip: submit the batch, wake the driver's thread, wait for it to signal
+// back (on lavapipe in a VM, tens of microseconds, and most of a campaign's time with vulkan in it). So a run keeps
+// each node's arguments (NodeCall: the tensors, and the pack that points into them) and reads everything back after
+// the last node, when one wait covers the whole program. Results are functional values, never written after their
+// node ran, so what is read is what the node produced. An error raised by the read (a device lost) is recorded on
+// the node whose output it was reading, as before.
+namespace {
+struct NodeCall {
+  std::vector<Tensor> singles;
+  std::vector<std::vector<Tensor>> lists;
+  ArgPack pack;  // points into singles and lists: a NodeCall is never moved (it lives behind a unique_ptr)
+};
+}  // namespace
+
 RunResult run_program(const Program& p, const RunOptions& opts) {
   auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
+  std::vector<std::unique_ptr<NodeCall>> calls(p.values.size());  // kept for the reads at the end (when capturing)
   std::vector<NodePrediction> pred = predict(p);
   RunResult res;
   res.nodes.resize(p.values.size());
@@ -295,8 +313,11 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
     const NodeDef& n = p.values[v].node();
     const OpDef& op = op_def(n.op);
     // Arguments: the live values, moved to their override device (outside the checked call).
-    std::vector<Tensor> singles(size_t(op.num_params));
-    std::vector<std::vector<Tensor>> lists(size_t(op.num_params));
+    auto node_call = std::make_unique<NodeCall>();
+    std::vector<Tensor>& singles = node_call->singles;
+    std::vector<std::vector<Tensor>>& lists = node_call->lists;
+    singles.resize(size_t(op.num_params));
+    lists.resize(size_t(op.num_params));
     bool missing = false;
     auto resolve = [&](const ValueRef& r) -> Tensor {
       const Tensor& t = res.tensors[size_t(r.id)];
@@ -318,7 +339,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       }
       return t;
     };
-    ArgPack pack;
+    ArgPack& pack = node_call->pack;
     for (int i = 0; i < op.num_params; ++i) {
       const NodeArg& a = n.args[size_t(i)];
       const ParamRole role = op.params[size_t(i)].role;
@@ -358,14 +379,6 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       continue;
     }
     check_node_limits(n.op, op, pack, v, work);
-    if (opts.capture) {
-      try {
-        rec.ref_call = reference::RefCall::from(n.op, pack);
-      } catch (const std::bad_alloc&) {
-        throw;
-      } catch (const std::exception&) {
-      }
-    }
     // Inputs' bytes and counters before the call, to prove "no side effect" if it raises: taken only before a call
     // the model predicts to raise, since those are the errors whose "no side effect" the contract oracle checks
     // (a call predicted to succeed that raises is a finding by itself), and copying every input before every
@@ -417,19 +430,8 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
           check(lists[size_t(i)][j], fmt::format("{}[{}]", op.params[size_t(i)].name, j));
       }
     }
-    if (rec.status == NodeStatus::ok) {
-      if (opts.capture) {
-        try {
-          rec.output = reference::RefTensor::from(res.tensors[v]);
-        } catch (const std::bad_alloc&) {
-          throw;  // the harness's own memory, not the backend's failure
-        } catch (const std::exception& e) {
-          rec.status = NodeStatus::failed;
-          rec.error = observe(e);
-        }
-      }
-      continue;
-    }
+    if (opts.capture) calls[v] = std::move(node_call);  // read back after the last node
+    if (rec.status == NodeStatus::ok) continue;
     // A stand-in, so that later nodes are still checked: the output rule gives its dtype and shape.
     try {
       Device target = map(pred[v].device);
@@ -438,6 +440,26 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       res.tensors[v] = make_standin(spec, pred[v].tracked && grad_enabled(), v);
       res.standin[v] = true;
     } catch (const Error&) {  // no stand-in (the call is invalid beyond its devices): later nodes are missing
+    }
+  }
+  // Note [Reading results back at the end of a run]
+  for (size_t v = 0; v < calls.size(); ++v) {
+    if (!calls[v]) continue;
+    NodeRecord& rec = res.nodes[v];
+    try {
+      rec.ref_call = reference::RefCall::from(p.values[v].node().op, calls[v]->pack);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception&) {
+    }
+    if (rec.status != NodeStatus::ok) continue;
+    try {
+      rec.output = reference::RefTensor::from(res.tensors[v]);
+    } catch (const std::bad_alloc&) {
+      throw;  // the harness's own memory, not the backend's failure
+    } catch (const std::exception& e) {
+      rec.status = NodeStatus::failed;
+      rec.error = observe(e);
     }
   }
   return res;

@@ -738,6 +738,16 @@ void VulkanBackend::discover() {
     return;
   }
   validation_ = env_flag(kValidationEnv);
+  // Note [lavapipe without its thread pool]
+  // llvmpipe (under lavapipe) hands every compute dispatch to a pool of worker threads, one per core, and waits for
+  // them: two cross-thread wake-ups per dispatch, which on a VM cost more than a small kernel itself (a batched
+  // 1-element add: ~26 us of lavapipe's time with the pool, ~4 us without; docs/benchmarks.md, "lavapipe's thread
+  // pool"). crossfire's kernels are mostly small and a campaign runs one worker per core already, so unless the
+  // user chose otherwise, llvmpipe is told to run dispatches on its queue thread (LP_NUM_THREADS=0, which llvmpipe
+  // reads when it creates its screen, during instance and device enumeration below). It applies to llvmpipe alone;
+  // set LP_NUM_THREADS=N to give it N threads again. (setenv is not safe against a concurrent getenv; discovery runs
+  // once, under init()'s call_once, at the process's first use of Vulkan, normally before it starts threads.)
+  if (std::getenv(kLavapipeThreadsEnv) == nullptr) ::setenv(kLavapipeThreadsEnv, "0", 0);
   std::vector<const char*> layers, extensions;
   if (validation_) {
     uint32_t n = 0;

@@ -43,6 +43,10 @@ inline constexpr const char* kMemoryLimitEnv = "CROSSFIRE_VULKAN_MEMORY_LIMIT";
 // software driver tens of milliseconds.
 inline constexpr const char* kPipelineCacheEnv = "CROSSFIRE_VULKAN_PIPELINE_CACHE";
 
+// LP_NUM_THREADS, llvmpipe's own variable: crossfire sets it to 0 when it is unset (Note [lavapipe without its thread
+// pool] in vulkan_backend.cpp).
+inline constexpr const char* kLavapipeThreadsEnv = "LP_NUM_THREADS";
+
 inline constexpr uint32_t kBatchDispatches = 64;   // commands recorded before a batch is submitted
 inline constexpr uint32_t kMaxInFlight = 8;        // submitted batches before the oldest is waited for
 inline constexpr VkDeviceSize kChunkAlign = 256;   // >= every device's minStorageBufferOffsetAlignment
