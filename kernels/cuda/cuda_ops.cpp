@@ -4,7 +4,10 @@
 // stream. Dispatch has already checked devices, dtypes, shapes and attributes and allocated the output, so nothing
 // here validates anything except what only the device can know (index_select's index values).
 #include <cstring>
+#include <initializer_list>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -388,6 +391,35 @@ void fold_kernel(const KernelCall& c) {
 }
 
 }  // namespace
+
+// Note [Coverage checks that name the op] (op_table.hpp): every unary, binary and reduce op of the table is in
+// launch.hpp's list of its family, or compilation stops naming the op.
+constexpr bool in_list(std::initializer_list<std::string_view> list, std::string_view name) {
+  for (std::string_view n : list)
+    if (n == name) return true;
+  return false;
+}
+#define CROSSFIRE_CUDA_NAME(name, Tag) #name,
+constexpr bool cuda_has_kernel(const OpDef& op) {
+  switch (op.family) {
+    case OpFamily::unary: return in_list({CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_NAME)}, op.name);
+    case OpFamily::binary: return in_list({CROSSFIRE_CUDA_BINARY_OPS(CROSSFIRE_CUDA_NAME)}, op.name);
+    case OpFamily::reduce: return in_list({CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_NAME)}, op.name);
+    default: return true;  // registered one by one below; an op missing there is Unsupported at run time
+  }
+}
+#undef CROSSFIRE_CUDA_NAME
+template <OpName Name, bool listed>
+struct cuda_op_list_has {
+  static_assert(listed, "kernels/cuda: an op of the unary, binary or reduce family is not in launch.hpp's list "
+                        "of its family (CROSSFIRE_CUDA_*_OPS); the op is this template's first argument");
+  static constexpr bool value = listed;
+};
+template <size_t... I>
+consteval bool every_listed_family_op_has_a_kernel(std::index_sequence<I...>) {
+  return (cuda_op_list_has<op_name_at<I>(), cuda_has_kernel(kOpTable[I])>::value && ...);
+}
+static_assert(every_listed_family_op_has_a_kernel(std::make_index_sequence<size_t(kNumOps)>{}));
 
 // Every op of kOpTable but from_data and to, which dispatch runs through write/read/copy.
 void register_kernels(CudaBackend& b) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -122,9 +123,14 @@ struct ElementwisePush {
   uint32_t n, rank, shape[6], s1[6], s2[6], s3[6];
 };
 
-const auto kCodes = [] {
+// Op codes by OpId (0: none). Every op of the elementwise families must have one: elementwise_kernel is registered
+// for the whole families, so an op without a code would reach the shader's default (checked below).
+constexpr auto kCodes = [] {
   std::array<int, kNumOps> a{};
-  auto set = [&](std::string_view n, int code) { a[size_t(find_op(n))] = code; };
+  auto set = [&](std::string_view n, int code) {
+    for (size_t i = 0; i < kOpTable.size(); ++i)
+      if (kOpTable[i].name == n) a[i] = code;
+  };
   set("neg", CF_NEG), set("abs", CF_ABS), set("exp", CF_EXP), set("log", CF_LOG), set("sqrt", CF_SQRT);
   set("tanh", CF_TANH), set("sigmoid", CF_SIGMOID), set("relu", CF_RELU), set("logical_not", CF_NOT);
   set("cast", CF_CAST), set("add", CF_ADD), set("sub", CF_SUB), set("mul", CF_MUL), set("div", CF_DIV);
@@ -134,6 +140,23 @@ const auto kCodes = [] {
   set("sum", CF_SUM), set("mean", CF_MEAN), set("max", CF_MAX), set("argmax", CF_ARGMAX);
   return a;
 }();
+
+constexpr bool runs_elementwise(OpFamily f) {
+  return f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::where || f == OpFamily::cast;
+}
+// Note [Coverage checks that name the op] (op_table.hpp): a compile error here names an op that needs a code in
+// shaders/op_codes.h, a case in elementwise.comp and a line in kCodes above.
+template <OpName Name, bool has_code>
+struct vulkan_op_code_for {
+  static_assert(has_code, "kernels/vulkan: an op of an elementwise family has no op code (shaders/op_codes.h, "
+                          "elementwise.comp, kCodes); the op is this template's first argument");
+  static constexpr bool value = has_code;
+};
+template <size_t... I>
+consteval bool every_elementwise_op_has_a_code(std::index_sequence<I...>) {
+  return (vulkan_op_code_for<op_name_at<I>(), !runs_elementwise(kOpTable[I].family) || kCodes[I] != 0>::value && ...);
+}
+static_assert(every_elementwise_op_has_a_code(std::make_index_sequence<size_t(kNumOps)>{}));
 
 void elementwise_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
@@ -493,9 +516,7 @@ void register_kernels(VulkanBackend& b) {
   b.set_kernel("rand", rand_kernel);
   b.set_kernel("randn", rand_kernel);
   for (const OpDef& op : kOpTable)
-    if (op.family == OpFamily::unary || op.family == OpFamily::binary || op.family == OpFamily::where ||
-        op.family == OpFamily::cast)
-      b.set_kernel(op.name, elementwise_kernel);
+    if (runs_elementwise(op.family)) b.set_kernel(op.name, elementwise_kernel);
   b.set_kernel("sum", reduce_kernel);
   b.set_kernel("mean", reduce_kernel);
   b.set_kernel("max", reduce_kernel);

@@ -455,6 +455,30 @@ consteval OpId op_id(std::string_view name) {
 }
 // The same at run time (program files, command lines); returns -1 when there is no such op.
 int find_op(std::string_view name);
+
+// Note [Coverage checks that name the op]
+// A per-op list kept beside the table (a backend's op codes, a registration list) is checked against the table at
+// compile time, and the failure names the op: the check instantiates a class template whose first argument is the
+// op's name (OpName) and whose second is whether the op is covered, and that template static_asserts the second.
+// g++ prints the instantiation, e.g. `In instantiation of 'struct vulkan_op_code_for<OpName<3>{"sin"}, false>'`
+// (clang prints the name's character codes). Usage, for a predicate `covered(OpId)`:
+//   template <OpName Name, bool covered> struct my_list_has { static_assert(covered, "..."); static constexpr
+//   bool value = covered; };
+//   template <size_t... I> consteval bool all(std::index_sequence<I...>) {
+//     return (my_list_has<op_name_at<I>(), covered(OpId(I))>::value && ...); }
+//   static_assert(all(std::make_index_sequence<kNumOps>{}));
+template <size_t N>
+struct OpName {
+  char name[N + 1]{};
+  consteval OpName(std::string_view v) {
+    for (size_t i = 0; i < N; ++i) name[i] = v[i];
+  }
+};
+template <size_t I>
+consteval auto op_name_at() {
+  constexpr std::string_view name = kOpTable[I].name;
+  return OpName<name.size()>(name);
+}
 inline const OpDef& op_def(OpId id) { return kOpTable[id]; }
 
 // Flattened input slots: one per tensor input in signature order, list elements expanded, absent optionals

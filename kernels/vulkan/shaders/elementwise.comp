@@ -21,6 +21,12 @@ layout(push_constant) uniform Params {
   uint s3[6];
 } p;
 
+// What an op code without a case gives: unreachable, since every op of the elementwise families has a code and a
+// case (vulkan_kernels.cpp checks the codes at compile time). Should one slip through, the result is this NaN, whose
+// payload no arithmetic makes (an int of 2142952365 for i32), so that a campaign reports it, never an output equal
+// to the input.
+const uint kUnknownOp = 0x7fbadbadu;
+
 uint unary(uint x) {
   float f = uintBitsToFloat(x);
   switch (OP) {
@@ -44,7 +50,7 @@ uint unary(uint x) {
       if (f <= -2147483648.0) return 0x80000000u;
       return uint(int(f));
   }
-  return x;
+  return kUnknownOp;
 }
 
 bool less(uint x, uint y) { return DT_IN == CF_F32 ? fkey(x) < fkey(y) : int(x) < int(y); }
@@ -75,7 +81,7 @@ uint binary(uint x, uint y) {
     case CF_AND: return (x != 0u && y != 0u) ? 1u : 0u;
     case CF_OR: return (x != 0u || y != 0u) ? 1u : 0u;
   }
-  return 0u;
+  return kUnknownOp;
 }
 
 uint element(uint i) {
