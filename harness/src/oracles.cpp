@@ -127,6 +127,46 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
   return c;
 }
 
+// Note [Where a piecewise op's derivative jumps]
+// Whether a piecewise node's inputs (their f64 values) sit where its derivative jumps, so that finite differences
+// through it say nothing about the chain rule's branch. Each op's kinks, as its backward rule has them:
+// relu and abs at x = 0; maximum and minimum where lhs and rhs are equal, element by element after broadcasting
+// (eq on the same inputs finds them); max (the reduction) at a tie for a row's maximum, taken conservatively as any
+// repeated value of the input. Any other piecewise op: any 0 or repeated value among its inputs (the rule all of
+// them had before, which also flagged maximum(x, w) for two equal elements of x that are never compared).
+bool sits_on_kink(const NodeDef& n, const std::vector<std::optional<reference::RefTensor>>& vals) {
+  constexpr OpId kRelu = op_id("relu"), kAbs = op_id("abs"), kMaximum = op_id("maximum"),
+                 kMinimum = op_id("minimum"), kMax = op_id("max"), kEq = op_id("eq");
+  std::vector<const reference::RefTensor*> ins;
+  for (const NodeArg& arg : n.args)
+    if (const auto* r = std::get_if<ValueRef>(&arg); r != nullptr) ins.push_back(vals[size_t(r->id)] ? &*vals[size_t(r->id)] : nullptr);
+  for (const reference::RefTensor* t : ins)
+    if (t == nullptr) return true;  // not known: as if on a kink
+  auto any_zero = [](const reference::RefTensor& t) {
+    return std::any_of(t.values.begin(), t.values.end(), [](double x) { return x == 0; });
+  };
+  auto any_repeat = [](const reference::RefTensor& t) {
+    std::vector<double> sorted = t.values;
+    std::sort(sorted.begin(), sorted.end());
+    return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+  };
+  if ((n.op == kRelu || n.op == kAbs) && ins.size() == 1) return any_zero(*ins[0]);
+  if ((n.op == kMaximum || n.op == kMinimum) && ins.size() == 2) {
+    try {
+      const reference::RefResult ties = reference::evaluate(reference::RefCall{kEq, {*ins[0], *ins[1]}});
+      return std::any_of(ties.value.values.begin(), ties.value.values.end(), [](double x) { return x != 0; });
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  if (n.op == kMax && !ins.empty()) return any_repeat(*ins[0]);
+  for (const reference::RefTensor* t : ins)
+    if (any_zero(*t) || any_repeat(*t)) return true;
+  return false;
+}
+
 std::vector<bool> ancestors_of(const Program& p, int root) {
   std::vector<bool> need(p.values.size(), false);
   if (root < 0) return need;
@@ -660,18 +700,10 @@ class Checker {
     }
     // A kink of a piecewise op (OpDef::piecewise) inside the graph: the composite may still be smooth there
     // (min(relu(x), x) is x), so the one-sided slopes below cannot see it, but the chain rule takes one branch.
-    // Conservatively, any 0 or repeated value among a piecewise node's inputs counts as sitting on a kink.
     bool on_kink = false;
-    for (size_t v = 0; v < base.size() && !on_kink; ++v) {
-      if (!anc[v] || p_.values[v].is_input() || !op_def(p_.values[v].node().op).piecewise) continue;
-      std::vector<double> seen;
-      for (const NodeArg& arg : p_.values[v].node().args)
-        if (const auto* r = std::get_if<ValueRef>(&arg); r != nullptr && base[size_t(r->id)])
-          seen.insert(seen.end(), base[size_t(r->id)]->values.begin(), base[size_t(r->id)]->values.end());
-      std::sort(seen.begin(), seen.end());
-      for (size_t j = 0; j < seen.size() && !on_kink; ++j)
-        on_kink = seen[j] == 0 || (j > 0 && seen[j] == seen[j - 1]);
-    }
+    for (size_t v = 0; v < base.size() && !on_kink; ++v)
+      if (anc[v] && !p_.values[v].is_input() && op_def(p_.values[v].node().op).piecewise)
+        on_kink = sits_on_kink(p_.values[v].node(), base);
 
     auto discrete_equal = [&](const std::vector<std::optional<reference::RefTensor>>& a,
                               const std::vector<std::optional<reference::RefTensor>>& b) {

@@ -228,6 +228,25 @@ TEST(GradientOracle, SkipsNonSmoothPoints) {
   EXPECT_GE(smooth.counts[size_t(OracleKind::gradients)].checked, 1u);
 }
 
+// Note [Where a piecewise op's derivative jumps]: maximum's kinks are its ties, element by element. Two equal
+// elements of x that are never compared with each other (nor a zero) are no kink, and the gradient is checked
+// against finite differences; a tie of x[i] with w[i] is one, and skipped as such.
+TEST(GradientOracle, MaximumsKinksAreItsTiesNotAnyRepeatedValue) {
+  auto program = [](const char* x, const char* w) {
+    return parse_program(fmt::format("crossfire-program 1\ninput %0 f32 [3] cpu:0 tracked = {}\n"
+                                     "input %1 f32 [3] cpu:0 tracked = {}\nnode %2 maximum lhs=%0 rhs=%1\n"
+                                     "backward %2\n", x, w));
+  };
+  const CheckOptions o = only(OracleKind::gradients);
+  const ProgramReport repeats = check_program(program("0x1p+0 0x1p+0 0x0p+0", "0x1p+1 0x1p-1 0x1p-2"), o);
+  EXPECT_TRUE(repeats.failures.empty()) << failures(repeats);
+  EXPECT_EQ(skipped(repeats, SkipReason::on_kink), 0u);
+  EXPECT_GE(repeats.counts[size_t(OracleKind::gradients)].checked, 1u);
+  const ProgramReport tie = check_program(program("0x1p+0 0x1p+1 0x1p+2", "0x1p-1 0x1p+1 0x1p-2"), o);
+  EXPECT_TRUE(tie.failures.empty()) << failures(tie);
+  EXPECT_GE(skipped(tie, SkipReason::on_kink), 1u);
+}
+
 // A program that once failed, from tests/harness/programs/, and the device it needs that this machine lacks, if any.
 Program test_program(const std::string& name) { return load_program(std::string(CROSSFIRE_TEST_PROGRAMS) + "/" + name); }
 std::optional<std::string> missing_device(const Program& p) {
