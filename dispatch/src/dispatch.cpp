@@ -348,7 +348,7 @@ Tensor call_generic(OpId id, const ArgPack& args) {
   const Plan p = plan(id, op, spec, c);
   // Validation is over: from here on, side effects.
   Backend& out_backend = id == kTo ? backend(spec.device.backend) : *p.backend;
-  Tensor out(out_backend.allocate(spec.device, spec.dtype, spec.shape, op.name));
+  Tensor out = Tensor::adopt_new(out_backend.allocate(spec.device, spec.dtype, spec.shape, op.name));
   if (p.kernel != nullptr) {
     p.backend->launch(p.kernel, KernelCall{op, id, args, *out.impl()});
   } else if (id == kFromData) {
@@ -500,7 +500,7 @@ struct Specialised {
   // The common end of an accepted call: the output allocated and the kernel launched.
   [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, Device device, DType dtype, const Shape& shape,
                                            const ArgPack& args) {
-    Tensor out(b->allocate(device, dtype, shape, op.name));
+    Tensor out = Tensor::adopt_new(b->allocate(device, dtype, shape, op.name));
     b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
     return out;
   }

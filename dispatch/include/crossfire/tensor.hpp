@@ -69,6 +69,14 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(TensorImpl* impl) : impl_(impl) { retain(); }
+  // The handle of a TensorImpl that a backend's allocate() has just made: refcount 0 and seen by no other thread
+  // yet, so its count becomes 1 by a plain store (Note [A result's count without locked instructions]).
+  static Tensor adopt_new(TensorImpl* fresh) {
+    Tensor t;
+    if (fresh) fresh->refcount.store(1, std::memory_order_relaxed);
+    t.impl_ = fresh;
+    return t;
+  }
   Tensor(const Tensor& o) : impl_(o.impl_) { retain(); }
   Tensor(Tensor&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
   Tensor& operator=(const Tensor& o) {
@@ -112,8 +120,16 @@ class Tensor {
   void retain() {
     if (impl_) impl_->refcount.fetch_add(1, std::memory_order_relaxed);
   }
+  // Note [A result's count without locked instructions]
+  // A locked read-modify-write costs several nanoseconds even uncontended, and a 1-element op's result used to pay
+  // two: the increment when its handle was made and the decrement when it was dropped. A new result's count is
+  // stored (adopt_new), and a handle that finds the count at 1 is the only one: no other thread can hold, and so
+  // copy, a handle to the tensor, so it frees without decrementing. The acquire load still orders the free after
+  // every other owner's last use (each of those released with the decrement's release half).
   void release() {
-    if (impl_ && impl_->refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) release_tensor_impl(impl_);
+    if (impl_ && (impl_->refcount.load(std::memory_order_acquire) == 1 ||
+                  impl_->refcount.fetch_sub(1, std::memory_order_acq_rel) == 1))
+      release_tensor_impl(impl_);
     impl_ = nullptr;
   }
   TensorImpl* impl_ = nullptr;
