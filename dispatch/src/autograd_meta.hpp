@@ -11,6 +11,7 @@
 #include "crossfire/args.hpp"
 #include "crossfire/op_table.hpp"
 #include "crossfire/tensor.hpp"
+#include "recycled_blocks.hpp"
 
 namespace crossfire::detail {
 
@@ -19,7 +20,7 @@ namespace crossfire::detail {
 // Note [Node slots inline]
 // A node's input slots and their `needs` flags live inside the node for up to kInlineSlots slots (every op but a
 // long `cat`), so recording a node costs one allocation (the node) instead of three. `inputs` and `needs` view
-// whichever storage holds them; a Node never moves (it is created by make_shared and held by pointer), so the
+// whichever storage holds them; a Node never moves (it is created by allocate_shared and held by pointer), so the
 // views, and the ArgPack re-pointed at `inputs`, stay valid.
 struct Node {
   static constexpr size_t kInlineSlots = 4;
@@ -60,6 +61,15 @@ namespace crossfire {
 // `requires_grad` and `grad_fn` are not guarded: they are set once, before the tensor is shared (see the
 // "Threads" section of docs/contract.md), and only read afterwards.
 struct AutogradMeta {
+  // Note [Recycled autodiff blocks] (recycled_blocks.hpp)
+  static void* operator new(size_t size) {
+    return size == sizeof(AutogradMeta) ? detail::RecycledBlocks<sizeof(AutogradMeta)>::take() : ::operator new(size);
+  }
+  static void operator delete(void* p, size_t size) noexcept {
+    if (size == sizeof(AutogradMeta)) detail::RecycledBlocks<sizeof(AutogradMeta)>::give(p);
+    else ::operator delete(p);
+  }
+
   bool requires_grad = false;  // a leaf marked by the user
   std::shared_ptr<detail::Node> grad_fn;  // the op that made this tensor, when it is tracked and not a leaf
   bool tracked() const { return requires_grad || grad_fn != nullptr; }

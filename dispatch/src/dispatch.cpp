@@ -281,7 +281,8 @@ void transfer(const TensorImpl& src, TensorImpl& dst) {
 }
 
 void record_node(OpId id, const ArgPack& args, Tensor& out) {
-  auto node = std::make_shared<detail::Node>(id, args, g_nodes_recorded.load(std::memory_order_relaxed));
+  auto node = std::allocate_shared<detail::Node>(detail::RecyclingAllocator<detail::Node>{}, id, args,
+                                                 g_nodes_recorded.load(std::memory_order_relaxed));
   BackendCounters::bump(g_nodes_recorded);
   node->output = out.impl();
   TensorImpl* impl = out.impl();
