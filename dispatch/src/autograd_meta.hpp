@@ -10,8 +10,8 @@
 
 #include "crossfire/args.hpp"
 #include "crossfire/op_table.hpp"
+#include "crossfire/recycled_blocks.hpp"
 #include "crossfire/tensor.hpp"
-#include "recycled_blocks.hpp"
 
 namespace crossfire::detail {
 
@@ -61,7 +61,8 @@ namespace crossfire {
 // `requires_grad` and `grad_fn` are not guarded: they are set once, before the tensor is shared (see the
 // "Threads" section of docs/contract.md), and only read afterwards.
 struct AutogradMeta {
-  // Note [Recycled autodiff blocks] (recycled_blocks.hpp)
+  // Note [Recycled blocks] (recycled_blocks.hpp): a recorded node and its output's AutogradMeta (glibc's malloc and
+  // free of the two were about a fifth of a tracked 1-element add).
   static void* operator new(size_t size) {
     return size == sizeof(AutogradMeta) ? detail::RecycledBlocks<sizeof(AutogradMeta)>::take() : ::operator new(size);
   }
