@@ -129,19 +129,18 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
 
 // Note [Where a piecewise op's derivative jumps]
 // Whether a piecewise node's inputs (their f64 values) sit where its derivative jumps, so that finite differences
-// through it say nothing about the chain rule's branch. Each op's kinks, as its backward rule has them:
-// relu and abs at x = 0; maximum and minimum where lhs and rhs are equal, element by element after broadcasting
-// (eq on the same inputs finds them); max (the reduction) at a tie for a row's maximum, taken conservatively as any
-// repeated value of the input. Any other piecewise op: any 0 or repeated value among its inputs (the rule all of
-// them had before, which also flagged maximum(x, w) for two equal elements of x that are never compared).
+// through it say nothing about the chain rule's branch. Where that is, is the op's Kink in the op table: at 0 (relu,
+// abs), at ties of lhs and rhs element by element after broadcasting (maximum, minimum: eq on the same inputs
+// finds them), or at any repeated value of the input (max's ties, taken conservatively). It used to be "any 0 or
+// repeated value among all of the node's inputs" for every such op, which also flagged maximum(x, w) for two equal
+// elements of x that are never compared.
 bool sits_on_kink(const NodeDef& n, const std::vector<std::optional<reference::RefTensor>>& vals) {
-  constexpr OpId kRelu = op_id("relu"), kAbs = op_id("abs"), kMaximum = op_id("maximum"),
-                 kMinimum = op_id("minimum"), kMax = op_id("max"), kEq = op_id("eq");
+  constexpr OpId kEq = op_id("eq");
   std::vector<const reference::RefTensor*> ins;
   for (const NodeArg& arg : n.args)
-    if (const auto* r = std::get_if<ValueRef>(&arg); r != nullptr) ins.push_back(vals[size_t(r->id)] ? &*vals[size_t(r->id)] : nullptr);
-  for (const reference::RefTensor* t : ins)
-    if (t == nullptr) return true;  // not known: as if on a kink
+    if (const auto* r = std::get_if<ValueRef>(&arg); r != nullptr)
+      ins.push_back(vals[size_t(r->id)] ? &*vals[size_t(r->id)] : nullptr);
+  if (ins.empty() || std::find(ins.begin(), ins.end(), nullptr) != ins.end()) return true;  // unknown: as if on one
   auto any_zero = [](const reference::RefTensor& t) {
     return std::any_of(t.values.begin(), t.values.end(), [](double x) { return x == 0; });
   };
@@ -150,21 +149,22 @@ bool sits_on_kink(const NodeDef& n, const std::vector<std::optional<reference::R
     std::sort(sorted.begin(), sorted.end());
     return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
   };
-  if ((n.op == kRelu || n.op == kAbs) && ins.size() == 1) return any_zero(*ins[0]);
-  if ((n.op == kMaximum || n.op == kMinimum) && ins.size() == 2) {
-    try {
-      const reference::RefResult ties = reference::evaluate(reference::RefCall{kEq, {*ins[0], *ins[1]}});
-      return std::any_of(ties.value.values.begin(), ties.value.values.end(), [](double x) { return x != 0; });
-    } catch (const std::bad_alloc&) {
-      throw;
-    } catch (const std::exception&) {
-      return true;
-    }
+  switch (op_def(n.op).kink) {
+    case Kink::none: return false;
+    case Kink::at_zero: return any_zero(*ins[0]);
+    case Kink::at_repeats: return any_repeat(*ins[0]);
+    case Kink::at_ties:
+      if (ins.size() != 2) return true;
+      try {
+        const reference::RefResult ties = reference::evaluate(reference::RefCall{kEq, {*ins[0], *ins[1]}});
+        return std::any_of(ties.value.values.begin(), ties.value.values.end(), [](double x) { return x != 0; });
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception&) {
+        return true;
+      }
   }
-  if (n.op == kMax && !ins.empty()) return any_repeat(*ins[0]);
-  for (const reference::RefTensor* t : ins)
-    if (any_zero(*t) || any_repeat(*t)) return true;
-  return false;
+  return true;
 }
 
 std::vector<bool> ancestors_of(const Program& p, int root) {
@@ -540,7 +540,7 @@ class Checker {
       return int(x > y) - int(x < y);
     };
     for (size_t v = 0; v < p_.values.size(); ++v) {
-      if (!anc[v] || p_.values[v].is_input() || !op_def(p_.values[v].node().op).piecewise) continue;
+      if (!anc[v] || p_.values[v].is_input() || !op_def(p_.values[v].node().op).piecewise()) continue;
       std::vector<double> va{0.0}, vb{0.0};
       for (const NodeArg& arg : p_.values[v].node().args) {
         const auto* r = std::get_if<ValueRef>(&arg);
@@ -702,7 +702,7 @@ class Checker {
     // (min(relu(x), x) is x), so the one-sided slopes below cannot see it, but the chain rule takes one branch.
     bool on_kink = false;
     for (size_t v = 0; v < base.size() && !on_kink; ++v)
-      if (anc[v] && !p_.values[v].is_input() && op_def(p_.values[v].node().op).piecewise)
+      if (anc[v] && !p_.values[v].is_input() && op_def(p_.values[v].node().op).piecewise())
         on_kink = sits_on_kink(p_.values[v].node(), base);
 
     auto discrete_equal = [&](const std::vector<std::optional<reference::RefTensor>>& a,

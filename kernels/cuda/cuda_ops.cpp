@@ -7,7 +7,6 @@
 #include <initializer_list>
 #include <limits>
 #include <string_view>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -409,17 +408,13 @@ constexpr bool cuda_has_kernel(const OpDef& op) {
   }
 }
 #undef CROSSFIRE_CUDA_NAME
-template <OpName Name, bool listed>
+template <auto Name, bool listed>
 struct cuda_op_list_has {
   static_assert(listed, "kernels/cuda: an op of the unary, binary or reduce family is not in launch.hpp's list "
                         "of its family (CROSSFIRE_CUDA_*_OPS); the op is this template's first argument");
   static constexpr bool value = listed;
 };
-template <size_t... I>
-consteval bool every_listed_family_op_has_a_kernel(std::index_sequence<I...>) {
-  return (cuda_op_list_has<op_name_at<I>(), cuda_has_kernel(kOpTable[I])>::value && ...);
-}
-static_assert(every_listed_family_op_has_a_kernel(std::make_index_sequence<size_t(kNumOps)>{}));
+static_assert(every_op_passes<cuda_op_list_has, cuda_has_kernel>());
 
 // Every op of kOpTable but from_data and to, which dispatch runs through write/read/copy.
 void register_kernels(CudaBackend& b) {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -144,19 +143,18 @@ constexpr auto kCodes = [] {
 constexpr bool runs_elementwise(OpFamily f) {
   return f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::where || f == OpFamily::cast;
 }
+constexpr bool has_code_if_elementwise(const OpDef& op) {
+  return !runs_elementwise(op.family) || kCodes[size_t(&op - kOpTable.data())] != 0;
+}
 // Note [Coverage checks that name the op] (op_table.hpp): a compile error here names an op that needs a code in
 // shaders/op_codes.h, a case in elementwise.comp and a line in kCodes above.
-template <OpName Name, bool has_code>
+template <auto Name, bool has_code>
 struct vulkan_op_code_for {
   static_assert(has_code, "kernels/vulkan: an op of an elementwise family has no op code (shaders/op_codes.h, "
                           "elementwise.comp, kCodes); the op is this template's first argument");
   static constexpr bool value = has_code;
 };
-template <size_t... I>
-consteval bool every_elementwise_op_has_a_code(std::index_sequence<I...>) {
-  return (vulkan_op_code_for<op_name_at<I>(), !runs_elementwise(kOpTable[I].family) || kCodes[I] != 0>::value && ...);
-}
-static_assert(every_elementwise_op_has_a_code(std::make_index_sequence<size_t(kNumOps)>{}));
+static_assert(every_op_passes<vulkan_op_code_for, has_code_if_elementwise>());
 
 void elementwise_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "crossfire/args.hpp"
 #include "crossfire/device.hpp"
@@ -129,6 +130,14 @@ struct RuleForm {
   int8_t dtype_from = -1;
 };
 
+// Where an op's derivative jumps, as its backward rule has it (the op's entry in kOpTable says which):
+enum class Kink : uint8_t {
+  none,
+  at_zero,     // where its input is 0 (relu, abs)
+  at_ties,     // where lhs equals rhs, element by element after broadcasting (maximum, minimum)
+  at_repeats,  // where two elements of its input are equal: a tie for the maximum, taken conservatively (max)
+};
+
 struct OpDef {
   std::string_view name;
   OpFamily family;
@@ -139,9 +148,10 @@ struct OpDef {
   ErrorBound bound;
   std::string_view doc;
 
-  // Whether the op's derivative jumps somewhere (relu and abs at 0, maximum/minimum at ties, max at ties): the
-  // gradient oracle skips points that sit on such a kink instead of comparing them with finite differences.
-  bool piecewise = false;
+  // Where the op's derivative jumps (Kink): the gradient oracle skips points that sit on such a kink instead of
+  // comparing them with finite differences. piecewise(): it jumps somewhere.
+  Kink kink = Kink::none;
+  constexpr bool piecewise() const { return kink != Kink::none; }
   // Reductions: whether the op is defined over an empty range (sum: 0, mean: NaN). The others (max, argmax) raise
   // ShapeError on one, and generators give them non-empty inputs.
   bool defined_on_empty = false;
@@ -251,9 +261,9 @@ constexpr OpDef op(std::string_view name, OpFamily fam, OutputRule out, Backward
   d.plain_tensors &= d.num_tensor_params > 0;
   return d;
 }
-// Marks an op whose derivative jumps (see OpDef::piecewise).
-constexpr OpDef piecewise(OpDef d) {
-  d.piecewise = true;
+// Marks an op whose derivative jumps, and where (see OpDef::kink).
+constexpr OpDef piecewise(OpDef d, Kink where) {
+  d.kink = where;
   return d;
 }
 // An elementwise op: its rule's common case (see RuleForm::elementwise).
@@ -345,13 +355,13 @@ inline constexpr auto kOpTable = [] {
 
     // ---- unary ---------------------------------------------------------------------------------------------------
     unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
-    piecewise(unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN).")),
+    piecewise(unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN)."), Kink::at_zero),
     unary("exp", kFloat, bw::exp, kTranscendental, "e^x."),
     unary("log", kFloat, bw::log, kTranscendental, "Natural log; domain x > 0.", D::positive),
     unary("sqrt", kFloat, bw::sqrt, kOneRounding, "Square root; domain x >= 0.", D::non_negative),
     unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
     unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
-    piecewise(unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN).")),
+    piecewise(unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN)."), Kink::at_zero),
 
     // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
     binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),
@@ -359,8 +369,8 @@ inline constexpr auto kOpTable = [] {
     binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
     binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
     binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
-    piecewise(binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN.")),
-    piecewise(binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN.")),
+    piecewise(binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN."), Kink::at_ties),
+    piecewise(binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN."), Kink::at_ties),
 
     // ---- compare and logic: bool out ----------------------------------------------------------------------------
     compare("eq", kAnyDType, "lhs == rhs."),
@@ -391,7 +401,8 @@ inline constexpr auto kOpTable = [] {
     defined_on_empty(reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps; empty: 0).")),
     defined_on_empty(reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean (empty: NaN).")),
     piecewise(reduction("max", kNumeric, rules::reduce, bw::max, kExact,
-              "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's).")),
+              "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's)."),
+              Kink::at_repeats),
     reduction("argmax", kNumeric, rules::argmax, nullptr, kExact,
               "i32 index of the first maximal element, or of the first NaN if any (over all elements: the flat index).",
               G::constant),
@@ -458,15 +469,13 @@ int find_op(std::string_view name);
 
 // Note [Coverage checks that name the op]
 // A per-op list kept beside the table (a backend's op codes, a registration list) is checked against the table at
-// compile time, and the failure names the op: the check instantiates a class template whose first argument is the
-// op's name (OpName) and whose second is whether the op is covered, and that template static_asserts the second.
-// g++ prints the instantiation, e.g. `In instantiation of 'struct vulkan_op_code_for<OpName<3>{"sin"}, false>'`
-// (clang prints the name's character codes). Usage, for a predicate `covered(OpId)`:
-//   template <OpName Name, bool covered> struct my_list_has { static_assert(covered, "..."); static constexpr
-//   bool value = covered; };
-//   template <size_t... I> consteval bool all(std::index_sequence<I...>) {
-//     return (my_list_has<op_name_at<I>(), covered(OpId(I))>::value && ...); }
-//   static_assert(all(std::make_index_sequence<kNumOps>{}));
+// compile time, and the failure names the op: every_op_passes<Check, covered>() instantiates Check<name, covered(op)>
+// for every op, where Check is a class template that static_asserts its second argument, so the instantiation
+// that fails carries the op's name (OpName). g++ prints e.g. `In instantiation of 'struct vulkan_op_code_for<
+// crossfire::OpName<4>{"relu"}, false>'` (clang prints the name's character codes). Usage:
+//   template <auto Name, bool ok> struct my_list_has { static_assert(ok, "..."); static constexpr bool value = ok; };
+//   constexpr bool listed(const OpDef& op) { ... }
+//   static_assert(every_op_passes<my_list_has, listed>());
 template <size_t N>
 struct OpName {
   char name[N + 1]{};
@@ -478,6 +487,14 @@ template <size_t I>
 consteval auto op_name_at() {
   constexpr std::string_view name = kOpTable[I].name;
   return OpName<name.size()>(name);
+}
+template <template <auto, bool> class Check, bool (*covered)(const OpDef&), size_t... I>
+consteval bool every_op_passes(std::index_sequence<I...>) {
+  return (Check<op_name_at<I>(), covered(kOpTable[I])>::value && ...);
+}
+template <template <auto, bool> class Check, bool (*covered)(const OpDef&)>
+consteval bool every_op_passes() {
+  return every_op_passes<Check, covered>(std::make_index_sequence<kOpTable.size()>{});
 }
 inline const OpDef& op_def(OpId id) { return kOpTable[id]; }
 
