@@ -23,6 +23,55 @@ int64_t ByteChoices::range(int64_t lo, int64_t hi) {
   return int64_t(uint64_t(lo) + v);
 }
 
+namespace {
+constexpr uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char ch : s) h = (h ^ uint8_t(ch)) * 0x100000001b3ull;
+  return h;
+}
+constexpr uint64_t mix(uint64_t z) {  // SplitMix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t score(uint64_t name_hash, uint64_t w) { return mix(name_hash ^ (w * 0x9e3779b97f4a7c15ull)); }
+constexpr auto kOpNameHashes = [] {
+  std::array<uint64_t, kOpTable.size()> h{};
+  for (size_t i = 0; i < h.size(); ++i) h[i] = fnv1a(kOpTable[i].name);
+  return h;
+}();
+}  // namespace
+
+OpId draw_op(ChoiceSource& c, std::span<const OpId> among) {
+  const uint64_t w = uint64_t(c.range(0, 65535));
+  OpId best = among.empty() ? OpId(0) : among[0];
+  uint64_t best_score = 0;
+  bool first = true;
+  auto consider = [&](OpId id) {
+    const uint64_t s = score(kOpNameHashes[id], w);
+    if (first || s > best_score) best = id, best_score = s, first = false;
+  };
+  if (among.empty()) {
+    for (size_t i = 0; i < kOpTable.size(); ++i) consider(OpId(i));
+  } else {
+    for (OpId id : among) consider(id);
+  }
+  return best;
+}
+
+DType draw_dtype(ChoiceSource& c, DTypeSet among) {
+  const uint64_t w = uint64_t(c.range(0, 65535));
+  DType best = DType::f32;
+  uint64_t best_score = 0;
+  bool first = true;
+  for (DType d : kAllDTypes) {
+    if (!among.contains(d)) continue;
+    const uint64_t s = score(fnv1a(dtype_name(d)), w);
+    if (first || s > best_score) best = d, best_score = s, first = false;
+  }
+  return best;
+}
+
 uint64_t PrngChoices::next() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -73,9 +122,7 @@ class Generator {
     mismatch_ = cfg_.mismatches && c_.coin(1, 4);
     int n = int(c_.range(std::max(1, cfg_.min_nodes), std::max(cfg_.min_nodes, std::min(cfg_.max_nodes, 30))));
     for (int i = 0; i < n; ++i) {
-      OpId op = cfg_.ops.empty() ? OpId(c_.range(0, kNumOps - 1))
-                                 : cfg_.ops[size_t(c_.range(0, int64_t(cfg_.ops.size()) - 1))];
-      add_node(op);
+      add_node(draw_op(c_, cfg_.ops));
     }
     if (cfg_.backward) {
       std::vector<int> tracked;
@@ -194,13 +241,7 @@ class Generator {
     if (mismatch_ && c_.coin(1, 5)) r.on = any_device();
     return r;
   }
-  DType pick_dtype(DTypeSet s) {
-    DType opts[kNumDTypes];
-    int n = 0;
-    for (DType d : kAllDTypes)
-      if (s.contains(d)) opts[n++] = d;
-    return n == 0 ? DType::f32 : opts[pick(0, n - 1)];
-  }
+  DType pick_dtype(DTypeSet s) { return draw_dtype(c_, s); }
   const Shape& shape_of(const ValueRef& r) const { return meta_[size_t(r.id)].shape; }
 
   std::vector<int> tensor_params(const OpDef& op) const {
@@ -678,7 +719,7 @@ class Generator {
     }
     len = std::min(len, budget);
     const int values = int(pick(0, 4));
-    const OpId id = allowed[size_t(pick(0, int64_t(allowed.size()) - 1))];
+    const OpId id = draw_op(c_, allowed);
     const OpDef& op = op_def(id);
     const std::vector<int> tp = tensor_params(op);
     NodeDef n;

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 
+#include "crossfire/harness/generate.hpp"
 #include "crossfire/ops.hpp"
 
 namespace crossfire::harness {
@@ -27,7 +28,7 @@ int64_t hostile_int(ChoiceSource& c) {
 std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const Device> devices) {
   auto call = std::make_unique<HostileCall>();
   HostileCall& h = *call;
-  h.id = OpId(c.range(0, kNumOps - 1));
+  h.id = draw_op(c);  // by name: Note [Draws that name what they pick] in generate.hpp
   const OpDef& op = op_def(h.id);
   h.tensors.reserve(size_t(kMaxParams) * 6);  // at most one tensor or a list of 5 per parameter: never reallocates
   h.lists.resize(kMaxParams);
@@ -49,7 +50,7 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
       h.tensors.push_back(h.tensors.back());
       return h.tensors.back();
     }
-    const DType dt = kAllDTypes[size_t(c.range(0, 2))];
+    const DType dt = draw_dtype(c, kAnyDType);
     Shape s;
     const int rank = int(c.range(0, 5));
     if (rank > 0 && c.coin(1, 8)) {
@@ -100,7 +101,7 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
         h.pack.push(Arg::of(IntList(h.int_lists[size_t(i)])));
         break;
       }
-      case ParamRole::dtype_attr: h.pack.push(Arg::of(kAllDTypes[size_t(c.range(0, 2))])); break;
+      case ParamRole::dtype_attr: h.pack.push(Arg::of(draw_dtype(c, kAnyDType))); break;
       case ParamRole::device_attr: h.pack.push(Arg::of(device())); break;
       case ParamRole::bytes_attr: {
         h.bytes[size_t(i)].resize(size_t(c.range(0, 64)));

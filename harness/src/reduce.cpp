@@ -41,7 +41,7 @@ void shrink_dim(InputDef& in, int dim, int64_t new_size) {
 
 }  // namespace
 
-Program compact_program(const Program& p, int keep) {
+Program compact_program(const Program& p, int keep, int* keep_at) {
   std::vector<bool> need(p.values.size(), false);
   if (keep >= 0 && size_t(keep) < p.values.size()) need[size_t(keep)] = true;
   if (p.backward_of) need[size_t(*p.backward_of)] = true;
@@ -60,6 +60,7 @@ Program compact_program(const Program& p, int keep) {
     out.values.push_back(std::move(val));
   }
   if (p.backward_of) out.backward_of = remap[size_t(*p.backward_of)];
+  if (keep_at) *keep_at = keep >= 0 && size_t(keep) < p.values.size() ? remap[size_t(keep)] : -1;
   return out;
 }
 
@@ -113,7 +114,8 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
       if (e.reason == ProgramError::Reason::over_budget) out_of_time = true, checks = max_checks;
       return false;
     }
-    if (failing && node) *node = *failing;
+    // A check that cannot say which node fails (a crash, a hang: -1) leaves the node the reducer tracks as it was.
+    if (failing && node && *failing >= 0) *node = *failing;
     return failing.has_value();
   };
 
@@ -144,8 +146,8 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
   }
   // 1. Keep only what the failing node needs.
   if (node >= 0) {
-    Program c = compact_program(best, goal.whole_program ? -1 : node);
-    int n2 = node;
+    int n2 = -1;
+    Program c = compact_program(best, goal.whole_program ? -1 : node, &n2);
     if (still_fails(c, &n2)) best = c, node = n2;
   }
   // 2. Cut producers into inputs (values from the f64 reference when it can compute them, else zeros), from the
@@ -182,9 +184,9 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
       Program c = best;
       c.values[size_t(v)].def = in;
       int keep = goal.whole_program ? -1 : node;
-      Program cc = compact_program(c, keep);
-      // Renumbering moves the failing node; find it again from the check.
+      // Renumbering moves the failing node: its new number, unless the check names it.
       int n2 = -1;
+      Program cc = compact_program(c, keep, &n2);
       if (still_fails(cc, &n2)) best = cc, node = n2, progress = true;
     }
   }

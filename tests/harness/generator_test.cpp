@@ -2,6 +2,7 @@
 // The generator: sizes, coverage of the op table, device assignment, termination on any byte string, speed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -52,6 +53,59 @@ TEST(Generator, ProgramsHaveOneToThirtyNodesAndEveryOpAppears) {
   EXPECT_GT(with_tracked, 100);
   EXPECT_EQ(max_rank, 4);
   EXPECT_TRUE(optional_absent && optional_present && list_of_many);
+}
+
+// A ChoiceSource that answers every question with one fixed value (clamped into the range asked for).
+class FixedChoice final : public ChoiceSource {
+ public:
+  explicit FixedChoice(int64_t v) : v_(v) {}
+  int64_t range(int64_t lo, int64_t hi) override { return std::clamp(v_, lo, hi); }
+
+ private:
+  int64_t v_;
+};
+
+// Note [Draws that name what they pick]: adding an op to the table changes only the draws the new op wins. Simulated
+// by leaving each op out in turn: every draw that did not pick the left-out op picks the same op without it.
+TEST(Generator, AnOpDrawIsStableWhenAnOpIsAddedOrRemoved) {
+  std::vector<OpId> all;
+  for (int i = 0; i < kNumOps; ++i) all.push_back(OpId(i));
+  std::vector<int> wins(size_t(kNumOps), 0);
+  std::vector<OpId> full(65536);
+  for (int64_t w = 0; w < 65536; ++w) {
+    FixedChoice c(w);
+    full[size_t(w)] = draw_op(c);
+    ++wins[full[size_t(w)]];
+  }
+  for (int i = 0; i < kNumOps; ++i) {
+    // Each op wins about 1/N of the draws (a hash, not a partition: within a factor of 1.5 either way).
+    EXPECT_GT(wins[size_t(i)], 65536 / kNumOps * 2 / 3) << op_def(OpId(i)).name;
+    EXPECT_LT(wins[size_t(i)], 65536 / kNumOps * 3 / 2) << op_def(OpId(i)).name;
+  }
+  for (int left_out = 0; left_out < kNumOps; left_out += 7) {
+    std::vector<OpId> among;
+    for (OpId id : all)
+      if (id != left_out) among.push_back(id);
+    int changed = 0;
+    for (int64_t w = 0; w < 65536; ++w) {
+      FixedChoice c(w);
+      const OpId got = draw_op(c, among);
+      if (full[size_t(w)] == OpId(left_out)) ++changed;
+      else EXPECT_EQ(got, full[size_t(w)]) << "draw " << w << " without " << op_def(OpId(left_out)).name;
+    }
+    EXPECT_EQ(changed, wins[size_t(left_out)]);
+  }
+}
+
+TEST(Generator, ADTypeDrawIsStableWhenADTypeIsAdded) {
+  for (int64_t w = 0; w < 65536; w += 13) {
+    FixedChoice a(w), b(w);
+    const DType with_bool = draw_dtype(a, kAnyDType);
+    const DType without = draw_dtype(b, DTypeSet{DType::f32, DType::i32});
+    if (with_bool != DType::boolean) {
+      EXPECT_EQ(with_bool, without) << w;
+    }
+  }
 }
 
 TEST(Generator, MismatchesAppearAtEveryKindOfPosition) {

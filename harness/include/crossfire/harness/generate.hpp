@@ -68,4 +68,18 @@ struct GenConfig {
 
 Program generate_program(ChoiceSource& choices, const GenConfig& config);
 
+// Note [Draws that name what they pick]
+// A generated program is a function of its seed, and a fuzz target's call a function of its input bytes. Were an op
+// drawn by its index in kOpTable, adding one op would renumber every later op and change what every seed and every
+// corpus file makes. So ops and dtypes are drawn by name, by rendezvous hashing (Thaler and Ravishankar, 1998): one
+// draw w in [0, 65535] (two bytes of a fuzz input), every candidate scored by a fixed hash of (its name, w), the
+// highest score wins. Each candidate wins 1/N of the draws on average; adding one changes only the draws it wins
+// (1 in N+1), and every other draw picks what it picked before, with the same number of choices spent, so the rest
+// of the program is unchanged too. The hash is FNV-1a of the name mixed with w by SplitMix64's finaliser: the same
+// on every platform and in every build.
+// `among`: the candidates (empty: every op of the table).
+OpId draw_op(ChoiceSource& choices, std::span<const OpId> among = {});
+// One of the dtypes in `among` (f32 when it is empty).
+DType draw_dtype(ChoiceSource& choices, DTypeSet among);
+
 }  // namespace crossfire::harness

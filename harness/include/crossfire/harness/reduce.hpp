@@ -33,7 +33,8 @@ struct ReduceGoal {
 Program reduce_while(const Program& p, const CheckOptions& opts, const ReduceGoal& goal, ReduceStats* stats = nullptr,
                      int max_checks = 400);
 
-// Removes values nobody needs (keeping `keep` and its ancestors, and the backward root) and renumbers.
-Program compact_program(const Program& p, int keep);
+// Removes values nobody needs (keeping `keep` and its ancestors, and the backward root) and renumbers; `keep_at`,
+// when given, receives `keep`'s new number (-1 when keep is -1).
+Program compact_program(const Program& p, int keep, int* keep_at = nullptr);
 
 }  // namespace crossfire::harness
