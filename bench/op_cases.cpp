@@ -154,6 +154,8 @@ double float_attr(const OpDef& op, const ParamDef& p, SizeClass s) {
   if (p.name == "start") return 0;
   if (p.name == "stop") return double(elements(s));
   if (p.name == "step") return 1;
+  if (p.name == "min") return -0.5;  // clamp: half the values on each side of each bound
+  if (p.name == "max") return 0.5;
   unknown(op, fmt::format("float attribute `{}`", p.name));
 }
 

@@ -71,6 +71,7 @@ struct ArgSpec {
   ParamRole role = ParamRole::tensor;
   bool present = true;
   int64_t i = 0;
+  double f = 0;
   bool flag = false;
   std::vector<int64_t> ints;
   int list_len = 0;
@@ -146,6 +147,10 @@ class CaseBuilder {
   }
   CaseBuilder& flag(bool b) {
     next(ParamRole::bool_attr).flag = b;
+    return *this;
+  }
+  CaseBuilder& scalar(double v) {
+    next(ParamRole::float_attr).f = v;
     return *this;
   }
   CaseBuilder& ints(std::vector<int64_t> v) {
@@ -227,12 +232,24 @@ using B = CaseBuilder;
 const std::vector<GradCase>& all_cases() {
   static const std::vector<GradCase> cases = [] {
     std::vector<GradCase> v;
-    for (const char* u : {"neg", "exp", "log", "sqrt", "tanh", "sigmoid"}) {
-      v.push_back(B(u, "matrix").t(S{2, 3}).build());
-      v.push_back(B(u, "scalar").t(S{}).build());
+    // Every differentiable unary op, derived from the table: values away from where its derivative jumps (its
+    // Kink), float attributes (clamp's bounds) half a grid step off the grid, so that no input is within the
+    // difference step of one (Note [Why the inputs lie on a coarse grid]).
+    for (const OpDef& op : kOpTable) {
+      if (op.family != OpFamily::unary || op.backward == nullptr) continue;
+      const V values = op.kink == Kink::at_zero ? V::away_from_zero : V::smooth;
+      for (const auto& [name, shape] : {std::pair{"matrix", S{3, 4}}, std::pair{"scalar", S{}}}) {
+        B b(std::string(op.name), name, values);
+        b.t(shape);
+        for (int i = 1, k = 0; i < op.num_params; ++i, ++k) {
+          if (op.params[size_t(i)].role != ParamRole::float_attr)
+            throw std::logic_error(fmt::format("gradient case for {}: a unary op's parameter {} is not a float "
+                                               "attribute; give it a hand-written case", op.name, i));
+          b.scalar(k == 0 ? -0.5 - kGrid / 2 : 0.75 + kGrid / 2);
+        }
+        v.push_back(b.build());
+      }
     }
-    v.push_back(B("abs", "matrix", V::away_from_zero).t(S{3, 4}).build());
-    v.push_back(B("relu", "matrix", V::away_from_zero).t(S{3, 4}).build());
 
     for (const char* op : {"add", "sub", "mul", "div", "pow"}) {
       v.push_back(B(op, "same_shape").t(S{2, 3}).t(S{2, 3}).build());
@@ -348,6 +365,7 @@ ArgPack device_call(const GradCase& c, std::span<const Tensor> slots, Device des
         k += size_t(a.list_len);
         break;
       case ParamRole::int_attr: p.push(Arg::integer(a.i)); break;
+      case ParamRole::float_attr: p.push(Arg::scalar(a.f)); break;
       case ParamRole::optional_int_attr: p.push(Arg::optional_integer(a.present, a.i)); break;
       case ParamRole::bool_attr: p.push(Arg::flag(a.flag)); break;
       case ParamRole::int_list_attr: p.push(Arg::of(IntList(a.ints))); break;
@@ -380,6 +398,7 @@ RefCall reference_call(const GradCase& c, const std::vector<std::vector<double>>
         break;
       }
       case ParamRole::int_attr: r.args.emplace_back(std::in_place_type<int64_t>, a.i); break;
+      case ParamRole::float_attr: r.args.emplace_back(std::in_place_type<double>, a.f); break;
       case ParamRole::optional_int_attr:
         if (a.present) r.args.emplace_back(std::in_place_type<int64_t>, a.i);
         else r.args.emplace_back(reference::RefAbsent{});

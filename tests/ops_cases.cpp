@@ -221,10 +221,26 @@ void creation(Gen& g) {
 
 void unary(Gen& g) {
   const ParamDef& x = g.param(0);
+  // A unary op with float attributes (clamp's min and max) gets every pair of these: ordinary, reversed (min > max),
+  // equal, signed zeros, infinite, NaN, past f32's range.
+  int n_float = 0;
+  for (int i = 1; i < g.op.num_params; ++i) n_float += g.param(i).role == ParamRole::float_attr;
+  const std::vector<double> attr_values = {-0.5, 0.75, 0.0, -0.0, kInf, -kInf, kNaN, 1e39};
+  std::vector<std::vector<double>> attrs{{}};
+  if (n_float == 2) {
+    attrs.clear();
+    for (double a : attr_values)
+      for (double b : attr_values) attrs.push_back({a, b});
+  }
+  auto with_attrs = [](CallBuilder& c, const std::vector<double>& as) -> CallBuilder& {
+    for (double a : as) c.scalar(a);
+    return c;
+  };
   for (DType dt : accepted(x)) {
     for (const Shp& s : std::vector<Shp>{{}, {0}, {5}, {2, 3, 4}, {1, 0, 2}})
-      g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).tensor(g.random(dt, s, x.domain));
-    g.add(fmt::format("{} special values", dtype_name(dt))).tensor(specials(g.d, dt, x.domain, {11}));
+      with_attrs(g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).tensor(g.random(dt, s, x.domain)), attrs[0]);
+    for (const std::vector<double>& as : attrs)
+      with_attrs(g.add(fmt::format("{} special values{}", dtype_name(dt), as.empty() ? "" : fmt::format(" attrs {}", fmt::join(as, " ")))).tensor(specials(g.d, dt, x.domain, {11})), as);
   }
 }
 

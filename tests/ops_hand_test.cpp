@@ -102,6 +102,18 @@ TEST(OpHand, UnaryFloat) {
   CallBuilder r(ids::relu_id, "relu");
   r.tensor(make_f32({-1, 2, float(kNaN), 0}, {4}, d));
   hand(r, DType::f32, Shape{4}, {0, 2, kNaN, 0});
+  CallBuilder c(ids::clamp_id, "clamp to [-1, 0.5]");
+  c.tensor(make_f32({-2, -0.5f, -0.0f, 0.3f, 1, 5, float(kNaN), -std::numeric_limits<float>::infinity()}, {8}, d)).scalar(-1).scalar(0.5);
+  hand(c, DType::f32, Shape{8}, {-1, -0.5, -0.0, double(0.3f), 0.5, 0.5, kNaN, -1});
+  CallBuilder cr(ids::clamp_id, "clamp with min > max: max everywhere");
+  cr.tensor(make_f32({-2, 0, 3}, {3}, d)).scalar(1).scalar(-1);
+  hand(cr, DType::f32, Shape{3}, {-1, -1, -1});
+  CallBuilder cn(ids::clamp_id, "clamp with a NaN bound, and bounds rounded to f32 (1e39 -> inf)");
+  cn.tensor(make_f32({-2, 3}, {2}, d)).scalar(kNaN).scalar(1);
+  hand(cn, DType::f32, Shape{2}, {kNaN, kNaN});
+  CallBuilder cb(ids::clamp_id, "clamp with bounds past f32's range");
+  cb.tensor(make_f32({-3e38f, 3e38f}, {2}, d)).scalar(-1e39).scalar(0.1);
+  hand(cb, DType::f32, Shape{2}, {double(-3e38f), double(0.1f)});
 }
 
 TEST(OpHand, BinaryFloat) {

@@ -133,6 +133,14 @@ void relu(const BackwardCall& b) {
   b.grads[0] = crossfire::where(gt(x, constant(0, x)), b.grad, constant(0, x));
 }
 
+// clamp passes the gradient where min <= x <= max (both ends included, as the op table says), else 0.
+void clamp(const BackwardCall& b) {
+  const Tensor& x = b.call.tensor(0);
+  const double lo = b.call.scalar(b.call.op.param_index("min")), hi = b.call.scalar(b.call.op.param_index("max"));
+  const Tensor inside = logical_and(ge(x, constant(lo, x)), le(x, constant(hi, x)));
+  b.grads[0] = crossfire::where(inside, b.grad, constant(0, x));
+}
+
 // ---- binary, broadcasting: each gradient is summed back to its input's shape ----------------------------------------
 
 void add(const BackwardCall& b) {

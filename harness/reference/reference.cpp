@@ -434,6 +434,17 @@ RefResult ev_relu(const Ctx& c) {
                                : x > 0       ? x
                                              : 0.0; }, no_int);
 }
+RefResult ev_clamp(const Ctx& c) {
+  const double lo = round_f32(c.scalar("min")), hi = round_f32(c.scalar("max"));
+  return unary(
+      c,
+      [&](double x) {
+        if (std::isnan(lo) || std::isnan(hi)) return std::numeric_limits<double>::quiet_NaN();
+        const double at_least_lo = x < lo ? lo : x;  // max(x, min), then min(., max): min > max gives max
+        return at_least_lo > hi ? hi : at_least_lo;
+      },
+      no_int);
+}
 RefResult ev_logical_not(const Ctx& c) {
   const RefTensor& x = c.tensor("x");
   RefResult r = make_result(DType::boolean, x.shape);
@@ -990,6 +1001,7 @@ constexpr Entry kEvaluators[] = {
     {"tanh", ev_tanh},
     {"sigmoid", ev_sigmoid},
     {"relu", ev_relu},
+    {"clamp", ev_clamp},
     {"add", ev_add},
     {"sub", ev_sub},
     {"mul", ev_mul},

@@ -361,6 +361,11 @@ class Generator {
           n.args[size_t(i)] = r;
         }
         out.shape = *acc;
+        // Float attributes (clamp's min and max): values like the inputs', so that they sometimes meet one. Never
+        // NaN (a NaN attribute makes a program unequal to itself; tests/ops_cases.cpp covers NaN bounds).
+        for (int i = 0; i < op.num_params; ++i)
+          if (op.params[size_t(i)].role == ParamRole::float_attr)
+            n.args[size_t(i)] = double(f32_value(Domain::any, int(pick(0, 2))));
         // The output dtype: compare/logic ops give bool (no backward, all-constant params); where gives its
         // values' dtype; everything else its first input's.
         bool logical = op.backward == nullptr && op.params[size_t(tp[0])].grad == GradPolicy::constant;

@@ -153,6 +153,15 @@ bool sits_on_kink(const NodeDef& n, const std::vector<std::optional<reference::R
     case Kink::none: return false;
     case Kink::at_zero: return any_zero(*ins[0]);
     case Kink::at_repeats: return any_repeat(*ins[0]);
+    case Kink::at_attributes: {
+      const reference::RefTensor& x = *ins[0];
+      for (const NodeArg& arg : n.args)
+        if (const double* a = std::get_if<double>(&arg); a != nullptr) {
+          const double at = double(round_to_f32(*a));
+          if (std::any_of(x.values.begin(), x.values.end(), [&](double v) { return v == at; })) return true;
+        }
+      return false;
+    }
     case Kink::at_ties:
       if (ins.size() != 2) return true;
       try {

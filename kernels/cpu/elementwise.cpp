@@ -225,6 +225,21 @@ void where_kernel(const KernelCall& c) {
   });
 }
 
+// clamp (op table): min and max rounded to f32 as `full` rounds its value; x itself where min <= x <= max.
+struct Clamp {
+  float lo, hi;
+  float operator()(float x) const {
+    if (lo != lo || hi != hi) return std::numeric_limits<float>::quiet_NaN();
+    if (x < lo) x = lo;  // then against max, so that min > max gives max
+    if (x > hi) x = hi;
+    return x;  // NaN, and x in range, keep their bits
+  }
+};
+void clamp_kernel(const KernelCall& c) {
+  const Clamp f{c.float_attr_f32(0), c.float_attr_f32(1)};
+  map_elementwise<float, float>(c.out, f, impl_of(c, 0));
+}
+
 void cast_kernel(const KernelCall& c) {
   const TensorImpl& x = impl_of(c, 0);
   if (x.dtype == c.out.dtype) {
@@ -249,6 +264,7 @@ void register_elementwise_kernels(CpuBackend& b) {
   b.set_kernel("tanh", unary_kernel<Tanh>);
   b.set_kernel("sigmoid", unary_kernel<Sigmoid>);
   b.set_kernel("relu", unary_kernel<Relu>);
+  b.set_kernel("clamp", clamp_kernel);
   b.set_kernel("logical_not", unary_kernel<LogicalNot>);
 
   b.set_kernel("add", binary_kernel<Add>);

@@ -70,13 +70,7 @@ inline int32_t float_to_i32(F x) {
   if (x < F(-2147483648.0)) return std::numeric_limits<int32_t>::min();
   return int32_t(x);  // in range: truncates toward zero
 }
-inline float f64_to_f32(double v) {
-  // Values at or beyond FLT_MAX + half an ulp round to infinity in IEEE arithmetic; say so without the cast.
-  constexpr double kOverflow = 0x1.ffffffp127;
-  if (v >= kOverflow) return std::numeric_limits<float>::infinity();
-  if (v <= -kOverflow) return -std::numeric_limits<float>::infinity();
-  return float(v);
-}
+inline float f64_to_f32(double v) { return round_to_f32(v); }
 
 // Converts one value of type S to type D (S, D in {float, int32_t, uint8_t (bool), and double as a source}).
 template <class D, class S>

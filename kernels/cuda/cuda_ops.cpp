@@ -122,7 +122,8 @@ template <class Op>
 void unary_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   Ctx x(c);
-  unary<Op>({arg(c, 0).dtype, in(c.tensor(0)), out(c), c.out.numel, x.stream});
+  unary<Op>({arg(c, 0).dtype, in(c.tensor(0)), out(c), c.out.numel, x.stream, c.float_attr_f32(0),
+             c.float_attr_f32(1)});
   x.launched();
 }
 

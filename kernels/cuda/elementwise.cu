@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -59,6 +60,18 @@ struct Relu {
     const unsigned u = __float_as_uint(x);
     const bool keep = x > 0.0f || (u & 0x7fffffffu) > 0x7f800000u;
     return __uint_as_float(keep ? u : 0u);
+  }
+};
+struct Clamp {
+  static constexpr unsigned kTypes = kF32;
+  static constexpr bool kFloatAttributes = true;  // built from the launch's two float attributes
+  float lo, hi;
+  // On the bits of x where it stays (-0 and NaN keep theirs), like Relu.
+  __device__ float operator()(float x) const {
+    if (lo != lo || hi != hi) return __uint_as_float(0x7fc00000u);
+    if (x < lo) x = lo;  // then against max, so that min > max gives max
+    if (x > hi) x = hi;
+    return x;
   }
 };
 struct LogicalNot {
@@ -174,9 +187,19 @@ __global__ void arange_kernel(T* out, int64_t n, double start, double step) {
   }
 }
 
+// A unary functor is default-built, or, when it says kFloatAttributes, built from the op's two float attributes.
+template <class Op, class = void>
+struct takes_float_attributes : std::false_type {};
+template <class Op>
+struct takes_float_attributes<Op, std::void_t<decltype(Op::kFloatAttributes)>> : std::true_type {};
+template <class Op>
+Op make_unary_op(const UnaryLaunch& l) {
+  if constexpr (takes_float_attributes<Op>::value) return Op{l.a, l.b};
+  else return Op{};
+}
+
 template <class Op, class T, class R>
-__global__ void unary_kernel(const T* __restrict__ x, R* __restrict__ out, int64_t n) {
-  Op op;
+__global__ void unary_kernel(const T* __restrict__ x, R* __restrict__ out, int64_t n, Op op) {
   CROSSFIRE_CUDA_FOR(i, n) out[i] = op(x[i]);
 }
 
@@ -249,9 +272,10 @@ template <class Op>
 void unary(const UnaryLaunch& l) {
   with_type<Op::kTypes>(l.dtype, [&](auto t) {
     using T = decltype(t);
-    using R = decltype(Op{}(T{}));
+    const Op op = make_unary_op<Op>(l);
+    using R = decltype(op(T{}));
     unary_kernel<Op, T, R><<<grid_for(l.n), kThreads, 0, l.stream>>>(static_cast<const T*>(l.x),
-                                                                     static_cast<R*>(l.out), l.n);
+                                                                     static_cast<R*>(l.out), l.n, op);
   });
 }
 

@@ -35,6 +35,7 @@ inline constexpr int kRank = kMaxRank;
   X(tanh, Tanh)                     \
   X(sigmoid, Sigmoid)               \
   X(relu, Relu)                     \
+  X(clamp, Clamp)                   \
   X(logical_not, LogicalNot)
 
 #define CROSSFIRE_CUDA_BINARY_OPS(X) \
@@ -123,6 +124,8 @@ struct UnaryLaunch {
   void* out;
   int64_t n;
   cudaStream_t stream;
+  float a = 0, b = 0;  // the op's float attributes, rounded to f32 (clamp: min, max); a functor built from two
+                       // floats receives them
 };
 template <class Op>
 void unary(const UnaryLaunch& l);

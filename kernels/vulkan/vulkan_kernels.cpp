@@ -120,7 +120,9 @@ std::array<int64_t, kMaxRank> broadcast_strides(const Shape& in, const Shape& ou
 
 struct ElementwisePush {
   uint32_t n, rank, shape[6], s1[6], s2[6], s3[6];
+  float a, b;  // the op's float attributes, rounded to f32 (clamp's min and max)
 };
+static_assert(sizeof(ElementwisePush) <= 128, "Vulkan guarantees 128 bytes of push constants");
 
 // Op codes by OpId (0: none). Every op of the elementwise families must have one: elementwise_kernel is registered
 // for the whole families, so an op without a code would reach the shader's default (checked below).
@@ -132,6 +134,7 @@ constexpr auto kCodes = [] {
   };
   set("neg", CF_NEG), set("abs", CF_ABS), set("exp", CF_EXP), set("log", CF_LOG), set("sqrt", CF_SQRT);
   set("tanh", CF_TANH), set("sigmoid", CF_SIGMOID), set("relu", CF_RELU), set("logical_not", CF_NOT);
+  set("clamp", CF_CLAMP);
   set("cast", CF_CAST), set("add", CF_ADD), set("sub", CF_SUB), set("mul", CF_MUL), set("div", CF_DIV);
   set("pow", CF_POW), set("maximum", CF_MAXIMUM), set("minimum", CF_MINIMUM), set("eq", CF_EQ), set("ne", CF_NE);
   set("lt", CF_LT), set("le", CF_LE), set("gt", CF_GT), set("ge", CF_GE), set("logical_and", CF_AND);
@@ -186,6 +189,8 @@ void elementwise_kernel(const KernelCall& call) {
     p.s2[d] = st.stride[1][size_t(d)];
     p.s3[d] = st.stride[2][size_t(d)];
   }
+  p.a = call.float_attr_f32(0);
+  p.b = call.float_attr_f32(1);
   const bool f64 = code == CF_POW && ctx(call).has_f64;
   const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
   run(call, f64 ? "elementwise_f64" : "elementwise", {code, int32_t(dt_in), int32_t(out.dtype)},
@@ -210,7 +215,7 @@ void fill_kernel(const KernelCall& call) {
   uint32_t pattern = 0;
   switch (out.dtype) {
     case DType::f32: {
-      float f = float(v);
+      float f = round_to_f32(v);
       std::memcpy(&pattern, &f, 4);
       break;
     }

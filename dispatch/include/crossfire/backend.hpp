@@ -25,6 +25,12 @@ struct KernelCall {
 
   CallView view() const { return {op, args, out.device}; }
   const Tensor& tensor(int param) const { return *args[param].tensor; }
+  // The op's k-th float attribute (in signature order), rounded to f32 (round_to_f32): clamp's min is 0, max 1.
+  float float_attr_f32(int k) const {
+    for (int i = 0; i < op.num_params; ++i)
+      if (op.params[size_t(i)].role == ParamRole::float_attr && k-- == 0) return round_to_f32(args[i].f);
+    return 0;
+  }
 };
 using KernelFn = void (*)(const KernelCall& call);
 

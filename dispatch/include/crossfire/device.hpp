@@ -86,6 +86,16 @@ constexpr std::string_view dtype_name(DType d) {
 constexpr size_t dtype_size(DType d) { return d == DType::boolean ? 1 : 4; }
 DType parse_dtype(std::string_view text);  // throws InvalidArgument
 
+// f64 -> f32 rounded to nearest (ties to even), a value at or past FLT_MAX + half an ulp becoming the infinity of its
+// sign, without the undefined behaviour of converting an out-of-range double: how every float attribute reaches an
+// f32 kernel (full's value, clamp's bounds) and how the reference rounds.
+constexpr float round_to_f32(double v) {
+  constexpr double kOverflow = 0x1.ffffffp127;
+  if (v >= kOverflow) return __builtin_huge_valf();
+  if (v <= -kOverflow) return -__builtin_huge_valf();
+  return float(v);
+}
+
 // A set of dtypes, as a bit mask; what a parameter accepts.
 struct DTypeSet {
   uint8_t bits = 0;

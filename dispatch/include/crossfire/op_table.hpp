@@ -136,6 +136,7 @@ enum class Kink : uint8_t {
   at_zero,     // where its input is 0 (relu, abs)
   at_ties,     // where lhs equals rhs, element by element after broadcasting (maximum, minimum)
   at_repeats,  // where two elements of its input are equal: a tie for the maximum, taken conservatively (max)
+  at_attributes,  // where its input equals one of its float attributes, rounded to f32 (clamp's min and max)
 };
 
 struct OpDef {
@@ -210,6 +211,7 @@ void sqrt(const BackwardCall&);
 void tanh(const BackwardCall&);
 void sigmoid(const BackwardCall&);
 void relu(const BackwardCall&);
+void clamp(const BackwardCall&);
 void add(const BackwardCall&);
 void sub(const BackwardCall&);
 void mul(const BackwardCall&);
@@ -362,6 +364,11 @@ inline constexpr auto kOpTable = [] {
     unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
     unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
     piecewise(unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN)."), Kink::at_zero),
+    piecewise(elementwise(op("clamp", OpFamily::unary, rules::same_as_input, bw::clamp, kExact,
+       "x limited to [min, max], both rounded to f32 first: min where x < min, else max where x > max, else x (its "
+       "bits: -0 stays -0, NaN stays NaN). min > max gives max everywhere; a NaN min or max gives NaN. Gradient: "
+       "the upstream gradient where min <= x <= max, else 0.",
+       T("x", kFloat), Attr("min", R::float_attr), Attr("max", R::float_attr)), 1, 0), Kink::at_attributes),
 
     // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
     binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),

@@ -18,7 +18,7 @@ namespace ids {
 CROSSFIRE_OP(zeros); CROSSFIRE_OP(ones); CROSSFIRE_OP(full); CROSSFIRE_OP(arange); CROSSFIRE_OP(from_data);
 CROSSFIRE_OP(rand); CROSSFIRE_OP(randn);
 CROSSFIRE_OP(neg); CROSSFIRE_OP(abs); CROSSFIRE_OP(exp); CROSSFIRE_OP(log); CROSSFIRE_OP(sqrt);
-CROSSFIRE_OP(tanh); CROSSFIRE_OP(sigmoid); CROSSFIRE_OP(relu);
+CROSSFIRE_OP(tanh); CROSSFIRE_OP(sigmoid); CROSSFIRE_OP(relu); CROSSFIRE_OP(clamp);
 CROSSFIRE_OP(add); CROSSFIRE_OP(sub); CROSSFIRE_OP(mul); CROSSFIRE_OP(div); CROSSFIRE_OP(pow);
 CROSSFIRE_OP(maximum); CROSSFIRE_OP(minimum);
 CROSSFIRE_OP(eq); CROSSFIRE_OP(ne); CROSSFIRE_OP(lt); CROSSFIRE_OP(le); CROSSFIRE_OP(gt); CROSSFIRE_OP(ge);
@@ -75,6 +75,9 @@ inline Tensor scalar(double v, Device d, DType dt = DType::f32) { return full({}
 CROSSFIRE_UNARY(neg) CROSSFIRE_UNARY(abs) CROSSFIRE_UNARY(exp) CROSSFIRE_UNARY(log) CROSSFIRE_UNARY(sqrt)
 CROSSFIRE_UNARY(tanh) CROSSFIRE_UNARY(sigmoid) CROSSFIRE_UNARY(relu) CROSSFIRE_UNARY(logical_not)
 #undef CROSSFIRE_UNARY
+inline Tensor clamp(const Tensor& x, double min, double max) {
+  return call(ids::clamp_id, ArgPack().of(x).scalar(min).scalar(max));
+}
 
 // ---- binary / compare / logic ----
 #define CROSSFIRE_BINARY(name)                                                    \

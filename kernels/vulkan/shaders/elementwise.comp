@@ -19,6 +19,8 @@ layout(push_constant) uniform Params {
   uint s1[6];
   uint s2[6];
   uint s3[6];
+  float a;  // the op's float attributes, rounded to f32 (clamp: min, max)
+  float b;
 } p;
 
 // What an op code without a case gives: unreachable, since every op of the elementwise families has a code and a
@@ -39,6 +41,11 @@ uint unary(uint x) {
     case CF_SIGMOID: return floatBitsToUint(cf_sigmoid(f));
     case CF_RELU: return (is_nan(x) || int(x) > 0) ? x : 0u;
     case CF_NOT: return x == 0u ? 1u : 0u;
+    case CF_CLAMP:  // on the bits of x where it stays: -0 and NaN keep theirs
+      if (is_nan(floatBitsToUint(p.a)) || is_nan(floatBitsToUint(p.b))) return 0x7fc00000u;
+      if (f < p.a) { f = p.a; x = floatBitsToUint(p.a); }  // then against max: min > max gives max
+      if (f > p.b) return floatBitsToUint(p.b);
+      return x;
     case CF_CAST:
       if (DT_OUT == CF_BOOL) return (DT_IN == CF_F32 ? (x & 0x7fffffffu) : x) != 0u ? 1u : 0u;
       if (DT_IN == DT_OUT) return x;

@@ -16,6 +16,7 @@ const int CF_SIGMOID = 7;
 const int CF_RELU = 8;
 const int CF_NOT = 9;
 const int CF_CAST = 10;
+const int CF_CLAMP = 11;
 const int CF_ADD = 20;
 const int CF_SUB = 21;
 const int CF_MUL = 22;
