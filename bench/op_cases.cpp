@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <Eigen/Core>
 #include <fmt/format.h>
 
 namespace crossfire::bench {
@@ -56,6 +57,16 @@ class Values {
           break;
         }
         case DType::boolean: out[size_t(i)] = uint8_t(u < 0.5); break;
+        case DType::f16:
+        case DType::bf16: {
+          const float v = dom == Domain::positive || dom == Domain::non_negative ? float(0.5 + 2 * u)
+                          : dom == Domain::non_zero ? float((i % 2 ? -1 : 1) * (0.5 + 2 * u))
+                                                    : float(4 * u - 2);
+          const uint16_t bits = dt == DType::f16 ? Eigen::numext::bit_cast<uint16_t>(Eigen::half(v))
+                                                 : Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(v));
+          std::memcpy(out.data() + 2 * i, &bits, 2);
+          break;
+        }
       }
     }
     return out;

@@ -348,6 +348,8 @@ Tensor make_tensor(const TensorSpec& s, Device d) {
       std::vector<uint8_t> v(s.values.begin(), s.values.end());
       return from_bool(v, s.shape.dims(), d);
     }
+    case DType::f16:
+    case DType::bf16: break;  // gradients are f32's only
   }
   return {};
 }

@@ -83,6 +83,16 @@ Tensor make_bool(const std::vector<uint8_t>& v, const std::vector<int64_t>& shap
   return from_bool(std::span<const uint8_t>(v), IntList(shape), d);
 }
 
+Tensor make_half(const std::vector<float>& v, const std::vector<int64_t>& shape, Device d, DType dt) {
+  std::vector<uint8_t> bytes;
+  for (float x : v) {
+    const uint16_t h = reference::half_bits(reference::round_to(x, dt), dt);
+    bytes.push_back(uint8_t(h & 0xff));
+    bytes.push_back(uint8_t(h >> 8));
+  }
+  return from_bytes(bytes, IntList(shape), dt, d);
+}
+
 double ValueSource::uniform() {
   state_ ^= state_ >> 12;
   state_ ^= state_ << 25;
@@ -93,7 +103,7 @@ double ValueSource::uniform() {
 Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape, Domain domain, int64_t index_bound) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  if (dt == DType::f32) {
+  if (is_float(dt)) {
     std::vector<float> v(static_cast<size_t>(n));
     for (float& x : v) {
       double u = uniform();
@@ -104,7 +114,7 @@ Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape
         default: x = float(6 * u - 3); break;
       }
     }
-    return make_f32(v, shape, d);
+    return dt == DType::f32 ? make_f32(v, shape, d) : make_half(v, shape, d, dt);
   }
   if (dt == DType::i32) {
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -125,18 +135,22 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string shp(const Shp& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
 
-std::vector<DType> accepted(const ParamDef& p) {
+// The dtypes a parameter accepts that device `dev`'s backend computes (Backend::dtypes(): f16 and bf16 are the CPU
+// backend's only; a backend without them raises Unsupported, which contract_validation_test checks).
+std::vector<DType> accepted(const ParamDef& p, Device dev) {
   std::vector<DType> out;
   for (DType d : kAllDTypes)
-    if (p.dtypes.contains(d)) out.push_back(d);
+    if (p.dtypes.contains(d) && (find_backend(dev) == nullptr || find_backend(dev)->dtypes().contains(d)))
+      out.push_back(d);  // (a device of no backend: every dtype, for the tests that it is refused)
   return out;
 }
+std::vector<DType> computed_on(Device dev) { return accepted(ParamDef{"", ParamRole::tensor, kAnyDType}, dev); }
 
 // Special values of a dtype that lie inside `domain`, cycled to fill `n` elements.
 Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  if (dt == DType::f32) {
+  if (is_float(dt)) {
     std::vector<float> pool;
     switch (domain) {
       // NaN lies in no domain but `any`.
@@ -146,9 +160,11 @@ Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
       default:
         pool = {0.0f, -0.0f, float(kNaN), float(kInf), -float(kInf), 1e30f, -1e-30f, 2.5f, -2.5f, 88.0f, -100.0f};
     }
+    if (dt == DType::f16)  // past f16's range, its largest finite value, its subnormals
+      for (float x : {65504.0f, 65520.0f, 6e-8f, -3e-5f}) pool.push_back(domain == Domain::any ? x : std::fabs(x));
     std::vector<float> v(static_cast<size_t>(n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
-    return make_f32(v, shape, d);
+    return dt == DType::f32 ? make_f32(v, shape, d) : make_half(v, shape, d, dt);
   }
   if (dt == DType::i32) {
     std::vector<int32_t> pool = {
@@ -181,10 +197,10 @@ void creation(Gen& g) {
   std::string_view n = g.op.name;
   std::vector<Shp> shapes = {{}, {0}, {5}, {2, 3}, {2, 1, 3}};
   if (n == "zeros" || n == "ones") {
-    for (DType dt : kAllDTypes)
+    for (DType dt : computed_on(g.d))
       for (const Shp& s : shapes) g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).ints(s).dtype(dt).device(g.d);
   } else if (n == "full") {
-    for (DType dt : kAllDTypes)
+    for (DType dt : computed_on(g.d))
       for (double v : {2.5, -1.75, 0.0, -0.0, 3e9, -3e9, 1e-3, kNaN, kInf})
         g.add(fmt::format("{} value {}", dtype_name(dt), v)).ints({2, 2}).scalar(v).dtype(dt).device(g.d);
     g.add("f32 rank 0").ints({}).scalar(7).dtype(DType::f32).device(g.d);
@@ -236,7 +252,7 @@ void unary(Gen& g) {
     for (double a : as) c.scalar(a);
     return c;
   };
-  for (DType dt : accepted(x)) {
+  for (DType dt : accepted(x, g.d)) {
     for (const Shp& s : std::vector<Shp>{{}, {0}, {5}, {2, 3, 4}, {1, 0, 2}})
       with_attrs(g.add(fmt::format("{} {}", dtype_name(dt), shp(s))).tensor(g.random(dt, s, x.domain)), attrs[0]);
     for (const std::vector<double>& as : attrs)
@@ -249,7 +265,7 @@ void binary(Gen& g) {
   std::vector<std::pair<Shp, Shp>> shapes = {{{}, {}},      {{4}, {4}},    {{2, 1}, {3}},
                                              {{2, 3}, {}},  {{}, {2, 3}},  {{4, 1, 3}, {2, 1}},
                                              {{0, 3}, {3}}, {{2, 0}, {1}}, {{3, 1, 2}, {2, 1, 1, 1}}};
-  for (DType dt : accepted(l)) {
+  for (DType dt : accepted(l, g.d)) {
     for (auto& [a, b] : shapes)
       g.add(fmt::format("{} {} {}", dtype_name(dt), shp(a), shp(b)))
           .tensor(g.random(dt, a, l.domain))
@@ -266,7 +282,7 @@ void where(Gen& g) {
   struct S {
     Shp c, a, b;
   };
-  for (DType dt : accepted(g.param(1)))
+  for (DType dt : accepted(g.param(1), g.d))
     for (const S& s :
          {S{{2, 3}, {3}, {2, 1}}, S{{}, {2}, {2}}, S{{4}, {}, {}}, S{{0}, {1}, {}}, S{{2, 1, 3}, {2, 3}, {1}}})
       g.add(fmt::format("{} {} {} {}", dtype_name(dt), shp(s.c), shp(s.a), shp(s.b)))
@@ -276,8 +292,8 @@ void where(Gen& g) {
 }
 
 void cast(Gen& g) {
-  for (DType from : accepted(g.param(0)))
-    for (DType to : kAllDTypes) {
+  for (DType from : accepted(g.param(0), g.d))
+    for (DType to : computed_on(g.d)) {
       for (const Shp& s : std::vector<Shp>{{}, {0}, {6}})
         g.add(fmt::format("{} -> {} {}", dtype_name(from), dtype_name(to), shp(s))).tensor(g.random(from, s)).dtype(to);
       g.add(fmt::format("{} -> {} special values", dtype_name(from), dtype_name(to)))
@@ -309,7 +325,7 @@ void reduce(Gen& g) {
     cases.push_back({{0, 3}, std::nullopt});
     cases.push_back({{0}, std::nullopt});
   }
-  for (DType dt : accepted(g.param(0))) {
+  for (DType dt : accepted(g.param(0), g.d)) {
     for (const S& c : cases)
       for (bool keep : {false, true})
         g.add(fmt::format("{} {} axis {} keepdim {}", dtype_name(dt), shp(c.s),
@@ -338,13 +354,14 @@ void matmul(Gen& g) {
   std::vector<std::pair<Shp, Shp>> shapes = {{{2, 3}, {3, 4}},          {{1, 1}, {1, 1}},       {{3, 0}, {0, 2}},
                                              {{0, 3}, {3, 2}},          {{2, 2, 3}, {3, 4}},    {{2, 3}, {4, 3, 2}},
                                              {{2, 1, 2, 3}, {3, 3, 2}}, {{5, 2, 3}, {5, 3, 1}}, {{1, 17}, {17, 1}}};
-  for (auto& [a, b] : shapes)
-    g.add(fmt::format("{} x {}", shp(a), shp(b))).tensor(g.random(DType::f32, a)).tensor(g.random(DType::f32, b));
+  for (DType dt : accepted(g.param(0), g.d))
+    for (auto& [a, b] : shapes)
+      g.add(fmt::format("{} {} x {}", dtype_name(dt), shp(a), shp(b))).tensor(g.random(dt, a)).tensor(g.random(dt, b));
 }
 
 void layout(Gen& g) {
   std::string_view n = g.op.name;
-  for (DType dt : accepted(g.param(0))) {
+  for (DType dt : accepted(g.param(0), g.d)) {
     auto add = [&](const Shp& s, std::string what) -> CallBuilder& {
       return g.add(fmt::format("{} {} {}", dtype_name(dt), shp(s), what)).tensor(g.random(dt, s));
     };
@@ -399,8 +416,9 @@ void softmax(Gen& g) {
     Shp s;
     int64_t axis;
   };
-  for (const S& c : {S{{5}, 0}, S{{2, 3}, -1}, S{{2, 3}, 0}, S{{2, 3, 4}, 1}, S{{0, 3}, 1}, S{{3, 1}, 1}})
-    g.add(fmt::format("{} axis {}", shp(c.s), c.axis)).tensor(g.random(DType::f32, c.s)).integer(c.axis);
+  for (DType dt : accepted(g.param(0), g.d))
+    for (const S& c : {S{{5}, 0}, S{{2, 3}, -1}, S{{2, 3}, 0}, S{{2, 3, 4}, 1}, S{{0, 3}, 1}, S{{3, 1}, 1}})
+      g.add(fmt::format("{} {} axis {}", dtype_name(dt), shp(c.s), c.axis)).tensor(g.random(dt, c.s)).integer(c.axis);
   std::vector<float> wide = {100, -100, 80.5f, 0, 1e-3f, -87, 3, 3};
   g.add("wide range").tensor(make_f32(wide, {2, 4}, g.d)).integer(1);
   std::vector<float> nan = {1, float(kNaN), 2, 0.5f, 0.25f, 4};
@@ -415,13 +433,15 @@ void conv2d(Gen& g) {
   for (const S& c : {S{{1, 1, 3, 3}, {1, 1, 2, 2}, {1, 1}, {0, 0}}, S{{2, 3, 5, 4}, {4, 3, 3, 2}, {2, 1}, {1, 0}},
                      S{{1, 2, 4, 4}, {3, 2, 1, 1}, {2, 2}, {1, 1}}, S{{0, 1, 3, 3}, {2, 1, 2, 2}, {1, 1}, {0, 0}},
                      S{{1, 2, 2, 2}, {2, 2, 3, 3}, {1, 1}, {1, 1}}})
-    for (bool bias : {false, true})
-      g.add(fmt::format("{} * {} stride {} padding {} bias {}", shp(c.in), shp(c.w), shp(c.stride), shp(c.pad), bias))
-          .tensor(g.random(DType::f32, c.in))
-          .tensor(g.random(DType::f32, c.w))
-          .optional(bias ? std::optional<Tensor>(g.random(DType::f32, {c.w[0]})) : std::nullopt)
-          .ints(c.stride)
-          .ints(c.pad);
+    for (DType dt : accepted(g.param(0), g.d))
+      for (bool bias : {false, true})
+        g.add(fmt::format("{} {} * {} stride {} padding {} bias {}", dtype_name(dt), shp(c.in), shp(c.w),
+                          shp(c.stride), shp(c.pad), bias))
+            .tensor(g.random(dt, c.in))
+            .tensor(g.random(dt, c.w))
+            .optional(bias ? std::optional<Tensor>(g.random(dt, {c.w[0]})) : std::nullopt)
+            .ints(c.stride)
+            .ints(c.pad);
 }
 
 void unfold_fold(Gen& g) {
@@ -435,20 +455,27 @@ void unfold_fold(Gen& g) {
                      S{{0, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}}}) {
     std::string label = fmt::format("{} kernel {} stride {} padding {}", shp(c.in), shp(c.k), shp(c.s), shp(c.p));
     if (!fold) {
-      g.add(label).tensor(g.random(DType::f32, c.in)).ints(c.k).ints(c.s).ints(c.p);
+      for (DType dt : accepted(g.param(0), g.d))
+        g.add(fmt::format("{} {}", dtype_name(dt), label)).tensor(g.random(dt, c.in)).ints(c.k).ints(c.s).ints(c.p);
       continue;
     }
     int64_t ho = (c.in[2] + 2 * c.p[0] - c.k[0]) / c.s[0] + 1, wo = (c.in[3] + 2 * c.p[1] - c.k[1]) / c.s[1] + 1;
     Shp cols = {c.in[0], c.in[1] * c.k[0] * c.k[1], ho * wo};
-    g.add(label).tensor(g.random(DType::f32, cols)).ints({c.in[2], c.in[3]}).ints(c.k).ints(c.s).ints(c.p);
+    for (DType dt : accepted(g.param(0), g.d))
+      g.add(fmt::format("{} {}", dtype_name(dt), label))
+          .tensor(g.random(dt, cols))
+          .ints({c.in[2], c.in[3]})
+          .ints(c.k)
+          .ints(c.s)
+          .ints(c.p);
   }
 }
 
 void transfer(Gen& g) {
-  for (DType dt : kAllDTypes)
+  for (DType dt : computed_on(g.d))
     for (const Shp& s : std::vector<Shp>{{}, {0}, {2, 3}}) {
       g.add(fmt::format("{} {} to {}", dtype_name(dt), shp(s), g.d.str())).tensor(g.random(dt, s)).device(g.d);
-      if (!(g.second == g.d))
+      if (!(g.second == g.d) && (find_backend(g.second) == nullptr || find_backend(g.second)->dtypes().contains(dt)))
         g.add(fmt::format("{} {} to {}", dtype_name(dt), shp(s), g.second.str()))
             .tensor(g.random(dt, s))
             .device(g.second);

@@ -255,12 +255,22 @@ struct Plan {
 constexpr OpId kFromData = op_id("from_data");
 constexpr OpId kTo = op_id("to");
 
+[[noreturn, gnu::cold]] void throw_dtype_unsupported(const OpDef& op, const Backend& b, DType dt, Device d) {
+  throw Unsupported(std::string(op.name), b.kind(),
+                    fmt::format("{} computes no {} tensors (its dtypes: {}), so there can be none on {}", d.str(),
+                                dtype_name(dt), b.dtypes().str(), d.str()));
+}
+
 inline Plan plan(OpId id, const OpDef& op, const OutputSpec& spec, const Checked& c) {
   Backend& b = backend_for(c.target.device);
   if (id == kTo) {
-    backend_for(spec.device);  // the destination must exist too
+    Backend& dest = backend_for(spec.device);  // the destination must exist too
+    if (!dest.dtypes().contains(spec.dtype)) [[unlikely]]
+      throw_dtype_unsupported(op, dest, spec.dtype, spec.device);
     return {&b, nullptr};
   }
+  if (!b.dtypes().contains(spec.dtype)) [[unlikely]]
+    throw_dtype_unsupported(op, b, spec.dtype, spec.device);
   if (id == kFromData) return {&b, nullptr};
   KernelFn k = b.kernel(id);
   if (k == nullptr) [[unlikely]]
@@ -498,6 +508,14 @@ struct Specialised {
     return kernel != nullptr ? b : nullptr;
   }
 
+  // Whether backend b may make an output of dtype dt (Backend::dtypes()). Only an op with a dtype attribute (the
+  // creation ops, cast) can ask a backend for a dtype it has no tensor of: every other output's dtype is an input's
+  // or bool, so for them this is no check at all. A refusal goes to the generic path, which raises Unsupported.
+  [[gnu::always_inline]] static bool makes_dtype(const Backend* b, DType dt) {
+    if constexpr (kDTypeParam >= 0) return b->dtypes().contains(dt);
+    else return true;
+  }
+
   // The common end of an accepted call: the output allocated and the kernel launched.
   [[gnu::always_inline]] static Tensor run(Backend* b, KernelFn kernel, Device device, DType dtype, const Shape& shape,
                                            const ArgPack& args) {
@@ -602,7 +620,11 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       if (Backend* b = plan(args, target, kernel)) [[likely]]
-        return output(args, target, [&](Device d, DType dt, const Shape& s) { return run(b, kernel, d, dt, s, args); });
+        return output(args, target, [&](Device d, DType dt, const Shape& s) {
+          if (!makes_dtype(b, dt)) [[unlikely]]
+            return call_generic(Id, args);
+          return run(b, kernel, d, dt, s, args);
+        });
     }
     return call_generic(Id, args);
   }
@@ -615,8 +637,12 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (plan(args, target, kernel) != nullptr) [[likely]]
-        return output(args, target, [](Device d, DType dt, const Shape& s) { return OutputSpec{dt, s, d}; });
+      if (Backend* b = plan(args, target, kernel)) [[likely]]
+        return output(args, target, [&](Device d, DType dt, const Shape& s) {
+          if (!makes_dtype(b, dt)) [[unlikely]]
+            return validate_generic(Id, args);
+          return OutputSpec{dt, s, d};
+        });
     }
     return validate_generic(Id, args);
   }

@@ -195,7 +195,7 @@ OutputSpec matmul(const CallView& c) {
     shape_error(c, 1, "result has too many elements");
   out.push_back(a[a.rank() - 2]);
   out.push_back(b[b.rank() - 1]);
-  return {DType::f32, out, c.target};
+  return {c.tensor(0).dtype(), out, c.target};
 }
 
 OutputSpec reshape(const CallView& c) {
@@ -368,7 +368,7 @@ OutputSpec conv2d(const CallView& c) {
   if (bounded_product({in[0], in[1], w[2], w[3], ho, wo}) < 0)
     shape_error(c, 0, "the unfolded input would have too many elements");
   Shape out{in[0], w[0], ho, wo};
-  return {DType::f32, out, c.target};
+  return {c.tensor(0).dtype(), out, c.target};
 }
 
 OutputSpec unfold(const CallView& c) {
@@ -382,7 +382,7 @@ OutputSpec unfold(const CallView& c) {
   int64_t wo = window_out(c, 1, in[3], kw, c.ints(2)[1], c.ints(3)[1]);
   if (bounded_product({in[0], in[1], kh, kw, ho, wo}) < 0) shape_error(c, 0, "result has too many elements");
   int64_t rows = in[1] * kh * kw;
-  return {DType::f32, Shape{in[0], rows, ho * wo}, c.target};
+  return {c.tensor(0).dtype(), Shape{in[0], rows, ho * wo}, c.target};
 }
 
 OutputSpec fold(const CallView& c) {
@@ -402,7 +402,7 @@ OutputSpec fold(const CallView& c) {
     shape_error(c, 0, fmt::format("has L = {} patches; output_size, kernel, stride and padding give {}", in[2], ho * wo));
   if (bounded_product({in[0], in[1] / (kh * kw), h, w}) < 0) shape_error(c, 1, "result has too many elements");
   Shape out{in[0], in[1] / (kh * kw), h, w};
-  return {DType::f32, out, c.target};
+  return {c.tensor(0).dtype(), out, c.target};
 }
 
 OutputSpec to(const CallView& c) {

@@ -27,6 +27,8 @@ RefTensor RefTensor::from(const Tensor& t) {
       float v;
       std::memcpy(&v, bytes.data() + 4 * i, 4);
       r.values[i] = v;
+    } else if (is_half(t.dtype())) {
+      r.values[i] = half_value(uint16_t(bytes[2 * i] | bytes[2 * i + 1] << 8), t.dtype());
     } else if (t.dtype() == DType::i32) {
       int32_t v;
       std::memcpy(&v, bytes.data() + 4 * i, 4);
@@ -75,6 +77,60 @@ RefCall RefCall::from(OpId op, const ArgPack& args) {
   return c;
 }
 
+FloatFormat float_format(DType dt) {
+  switch (dt) {
+    case DType::f16: return {0x1p-10, 65520.0, 0x1p-14, 11, -14};
+    case DType::bf16: return {0x1p-7, 0x1p128 - 0x1p119, 0x1p-126, 8, -126};
+    default: return {0x1p-23, 0x1p128 - 0x1p103, 0x1p-126, 24, -126};
+  }
+}
+
+double round_to(double v, DType dt) {
+  if (std::isnan(v) || std::isinf(v) || v == 0) return v;
+  const FloatFormat f = float_format(dt);
+  const double a = std::fabs(v);
+  if (a >= f.overflow) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+  const double quantum = std::ldexp(1.0, std::max(e - 1, f.min_exponent) - (f.precision - 1));
+  return std::copysign(std::nearbyint(a / quantum) * quantum, v);  // to nearest, ties to even (the default mode)
+}
+
+double half_value(uint16_t bits, DType dt) {
+  const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
+  if (dt == DType::bf16) {  // the top half of an f32
+    const uint32_t w = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &w, sizeof f);
+    return f;
+  }
+  const int exponent = (bits >> 10) & 0x1f;
+  const int fraction = bits & 0x3ff;
+  if (exponent == 0x1f)
+    return fraction ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0) return sign * std::ldexp(double(fraction), -24);  // subnormal (and zero, signed)
+  return sign * std::ldexp(double(1024 + fraction), exponent - 25);
+}
+
+uint16_t half_bits(double v, DType dt) {
+  const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
+  const double a = std::fabs(v);
+  if (dt == DType::bf16) {
+    if (a != a) return sign | 0x7fc0u;
+    const float f = float(a);  // exact: v is a bf16 value
+    uint32_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return uint16_t(sign | (b >> 16));
+  }
+  if (a != a) return sign | 0x7e00u;
+  if (std::isinf(a)) return sign | 0x7c00u;
+  if (a < 0x1p-14) return uint16_t(sign | uint16_t(a * 0x1p24));  // subnormal or zero: a multiple of 2^-24
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const auto fraction = uint16_t((a / std::ldexp(1.0, e - 1) - 1.0) * 1024);
+  return uint16_t(sign | uint16_t((e - 1 + 15) << 10) | fraction);
+}
+
 namespace {
 
 constexpr double kEps = 0x1p-23;
@@ -106,6 +162,8 @@ double to_i32(double v) {
 double convert(double v, DType to) {
   switch (to) {
     case DType::f32: return round_f32(v);
+    case DType::f16:
+    case DType::bf16: return round_to(v, to);
     case DType::i32: return to_i32(v);
     case DType::boolean: return v != 0 ? 1.0 : 0.0;
   }
@@ -327,7 +385,7 @@ RefResult ev_from_data(const Ctx& c) {
   DType dt = c.dtype("dtype");
   Shape s = c.shape_from("shape", c.ints("shape"));
   const std::vector<uint8_t>& b = c.bytes("data");
-  size_t width = dt == DType::boolean ? 1 : 4;
+  size_t width = dtype_size(dt);
   if (b.size() != size_t(s.numel()) * width)
     c.fail("data", fmt::format("has {} bytes; {} elements of {} need {}", b.size(), s.numel(), dtype_name(dt),
                                size_t(s.numel()) * width));
@@ -340,6 +398,8 @@ RefResult ev_from_data(const Ctx& c) {
       float f;
       std::memcpy(&f, &w, 4);
       r.value.values[i] = f;
+    } else if (is_half(dt)) {
+      r.value.values[i] = half_value(uint16_t(w), dt);
     } else if (dt == DType::i32) {
       r.value.values[i] = double(int32_t(w));
     } else {
@@ -391,10 +451,10 @@ RefResult unary(const Ctx& c, F f, G g) {
   const RefTensor& x = c.tensor("x");
   RefResult r = make_result(x.dtype, x.shape);
   for (size_t i = 0; i < x.values.size(); ++i) {
-    double v = x.dtype == DType::f32 ? f(x.values[i]) : g(as_int(x.values[i]));
+    double v = is_float(x.dtype) ? f(x.values[i]) : g(as_int(x.values[i]));
     r.value.values[i] = v;
     r.magnitude[i] = std::fabs(v);
-    r.terms[i] = x.dtype == DType::f32 ? 1 : 0;
+    r.terms[i] = is_float(x.dtype) ? 1 : 0;
   }
   return r;
 }
@@ -435,7 +495,7 @@ RefResult ev_relu(const Ctx& c) {
                                              : 0.0; }, no_int);
 }
 RefResult ev_clamp(const Ctx& c) {
-  const double lo = round_f32(c.scalar("min")), hi = round_f32(c.scalar("max"));
+  const double lo = round_f32(c.scalar("min")), hi = round_f32(c.scalar("max"));  // f32 whatever x's dtype
   return unary(
       c,
       [&](double x) {
@@ -464,7 +524,7 @@ RefResult binary(const Ctx& c, F f, G g, Mag mag) {
   RefResult r = make_result(a.dtype, out);
   for (size_t i = 0; i < sa.size(); ++i) {
     double x = a.values[size_t(sa[i])], y = b.values[size_t(sb[i])];
-    if (a.dtype == DType::f32) {
+    if (is_float(a.dtype)) {
       double v = f(x, y);
       r.value.values[i] = v;
       r.magnitude[i] = mag == Mag::sum_abs ? std::fabs(x) + std::fabs(y) : std::fabs(v);
@@ -657,7 +717,7 @@ RefResult ev_matmul(const Ctx& c) {
   Shape out = batch;
   out.push_back(m);
   out.push_back(n);
-  RefResult r = make_result(DType::f32, out);
+  RefResult r = make_result(a.dtype, out);
   for (size_t bi = 0; bi < src_a.size(); ++bi) {
     const double* pa = a.values.data() + src_a[bi] * m * k;
     const double* pb = b.values.data() + src_b[bi] * k * n;
@@ -835,7 +895,7 @@ RefResult ev_softmax(const Ctx& c) {
   const RefTensor& x = c.tensor("x");
   int axis = c.axis("axis", c.integer("axis"), x.shape.rank());
   RefSplit sp = ref_split_at(x.shape, axis);
-  RefResult r = make_result(DType::f32, x.shape);
+  RefResult r = make_result(x.dtype, x.shape);
   for (int64_t o = 0; o < sp.outer; ++o) {
     for (int64_t in = 0; in < sp.inner; ++in) {
       auto at = [&](int64_t k) { return size_t((o * sp.len + k) * sp.inner + in); };
@@ -882,7 +942,7 @@ RefResult ev_conv2d(const Ctx& c) {
   auto [ph, pw] = c.pair("padding", 0);
   int64_t Ho = window_count(c, "weight", H, kh, sh, ph), Wo = window_count(c, "weight", W, kw, sw, pw);
   Shape out = c.shape_from("input", std::array<int64_t, 4>{N, O, Ho, Wo});
-  RefResult r = make_result(DType::f32, out);
+  RefResult r = make_result(x.dtype, out);
   size_t dst = 0;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o)
@@ -921,7 +981,7 @@ RefResult ev_unfold(const Ctx& c) {
   auto [ph, pw] = c.pair("padding", 0);
   int64_t Ho = window_count(c, "kernel", H, kh, sh, ph), Wo = window_count(c, "kernel", W, kw, sw, pw);
   Shape out = c.shape_from("input", std::array<int64_t, 3>{N, C * kh * kw, Ho * Wo});
-  RefResult r = make_result(DType::f32, out);
+  RefResult r = make_result(x.dtype, out);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t i = 0; i < kh; ++i)
@@ -951,7 +1011,7 @@ RefResult ev_fold(const Ctx& c) {
   int64_t Ho = window_count(c, "kernel", H, kh, sh, ph), Wo = window_count(c, "kernel", W, kw, sw, pw);
   if (Ho * Wo != L) c.fail("input", fmt::format("has L = {} patches; the window gives {}", L, Ho * Wo));
   Shape out = c.shape_from("output_size", std::array<int64_t, 4>{N, C, H, W});
-  RefResult r = make_result(DType::f32, out);
+  RefResult r = make_result(x.dtype, out);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t i = 0; i < kh; ++i)
@@ -1133,6 +1193,30 @@ double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, d
   return k * kEps * magnitude + tiny;
 }
 
+double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms) {
+  if (!is_half(dt)) return allowed_error(bound, magnitude, terms);
+  if (bound.bitwise) return 0;
+  // Note [Half precision] (device.hpp): the op's own k at f32's eps (its arithmetic is f32's), then one rounding
+  // at the dtype's; `tiny` is the dtype's smallest normal.
+  const FloatFormat f = float_format(dt);
+  const double k = double(bound.k_const) + double(bound.k_per_term) * double(terms);
+  return k * kEps * magnitude + f.eps * magnitude + f.tiny;
+}
+
+bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms) {
+  if (!is_half(dt)) return within_bound(bound, got, exact, magnitude, terms);
+  if (std::isnan(exact)) return std::isnan(got);
+  // Intermediates are f32 (Note [Overflow in f32 intermediates] applies at f32's range).
+  if (!bound.bitwise && terms > 1 && !(magnitude < kF32Overflow)) return true;
+  if (std::isnan(got)) return false;
+  if (bound.bitwise) return got == exact;
+  const double allowed = allowed_error(bound, dt, magnitude, terms);
+  if (std::isinf(exact)) return got == exact;
+  if (std::isinf(got))  // only a true overflow of the rounded result may come back infinite
+    return std::signbit(got) == std::signbit(exact) && std::fabs(exact) + allowed >= float_format(dt).overflow;
+  return std::fabs(got - exact) <= allowed;
+}
+
 bool within_bound(const ErrorBound& bound, double got, double exact, double magnitude, int64_t terms, double tiny) {
   if (std::isnan(exact)) return std::isnan(got);
   // Note [Overflow in f32 intermediates]: when several terms are summed and their magnitude is past the largest
@@ -1178,8 +1262,8 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
       return Mismatch{int64_t(i), g, e, 0,
                       fmt::format("element {}: got {} ({}), expected the bits of {} ({}): data movement copies bits",
                                   i, g, f64_bits_str(g), e, f64_bits_str(e))};
-    if (!within_bound(bound, g, e, m, t)) {
-      double allowed = allowed_error(bound, m, t);
+    if (!within_bound(bound, want.dtype, g, e, m, t)) {
+      double allowed = allowed_error(bound, want.dtype, m, t);
       return Mismatch{int64_t(i), g, e, allowed,
                       bitwise ? fmt::format("element {}: got {}, expected exactly {}", i, g, e)
                               : fmt::format("element {}: got {}, exact {}, allowed error {:.3g} (magnitude {:.6g}, "

@@ -109,8 +109,30 @@ bool within_bound(const ErrorBound& bound, double got, double exact, double magn
                   double tiny = 1.1754943508222875e-38);
 double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, double tiny = 1.1754943508222875e-38);
 
+// The same for an element of dtype dt: f32 as above; f16 and bf16 (Note [Half precision] in device.hpp) charge the
+// op's own k at f32's eps and one rounding at the dtype's eps: (k_const + k_per_term * terms) * 2^-23 * magnitude
+// + eps_dt * magnitude + tiny_dt, with eps 2^-10 (f16) or 2^-7 (bf16) and tiny the dtype's smallest normal; an
+// infinite result is allowed where the exact one reaches the dtype's overflow threshold.
+bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms);
+double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms);
+
+// A float dtype's constants: eps (2^(1 - precision)), the smallest |x| that rounds to infinity, the smallest
+// normal, the precision in bits and the smallest normal exponent.
+struct FloatFormat {
+  double eps, overflow, tiny;
+  int precision, min_exponent;
+};
+FloatFormat float_format(DType dt);  // f32 for any non-float dtype
+// v rounded to nearest (ties to even) in float dtype dt, past its range: the infinity of its sign.
+double round_to(double v, DType dt);
+// The value of an f16 or bf16 bit pattern (the reference's own decoder: it shares no code with the kernels).
+double half_value(uint16_t bits, DType dt);
+// The bits of an f16/bf16 value: v must be one (round it with round_to first); a NaN becomes the quiet NaN 0x7e00
+// (f16) or 0x7fc0 (bf16), with v's sign.
+uint16_t half_bits(double v, DType dt);
+
 // Whether an output element of `op` with dtype `dt` must match exactly.
-inline bool compares_bitwise(const OpDef& op, DType dt) { return op.bound.bitwise || dt != DType::f32; }
+inline bool compares_bitwise(const OpDef& op, DType dt) { return op.bound.bitwise || !is_float(dt); }
 // The bound an output of `op` with dtype `dt` is held to: exact when compares_bitwise(), else the op's.
 inline ErrorBound bound_for(const OpDef& op, DType dt) {
   return compares_bitwise(op, dt) ? ErrorBound{0, 0, true} : op.bound;

@@ -152,7 +152,7 @@ reference::RefTensor ref_input(const InputDef& in) {
   int64_t n = in.shape.numel();
   r.values.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i)
-    r.values[size_t(i)] = in.dtype == DType::f32 ? double(bits_to_f32(in.f32_bits[size_t(i)])) : double(in.ints[size_t(i)]);
+    r.values[size_t(i)] = is_float(in.dtype) ? double(bits_to_f32(in.f32_bits[size_t(i)])) : double(in.ints[size_t(i)]);
   return r;
 }
 
@@ -163,6 +163,12 @@ std::vector<uint8_t> input_bytes(const InputDef& in) {
   int64_t n = in.shape.numel();
   if (in.dtype == DType::boolean) {
     for (int64_t i = 0; i < n; ++i) b.push_back(uint8_t(in.ints[size_t(i)] != 0));
+  } else if (is_half(in.dtype)) {  // held as f32 values that the dtype represents (the parser checks)
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = reference::half_bits(bits_to_f32(in.f32_bits[size_t(i)]), in.dtype);
+      b.push_back(uint8_t(h & 0xff));
+      b.push_back(uint8_t(h >> 8));
+    }
   } else {
     b.resize(size_t(n) * 4);
     if (n) std::memcpy(b.data(), in.dtype == DType::f32 ? static_cast<const void*>(in.f32_bits.data())
@@ -181,6 +187,9 @@ Tensor make_standin(const OutputSpec& spec, bool tracked, uint64_t salt) {
     if (spec.dtype == DType::f32) {
       float f = float(int64_t(s % 33) - 16) / 8.0f;
       std::memcpy(bytes.data() + 4 * i, &f, 4);
+    } else if (is_half(spec.dtype)) {  // k/8 for |k| <= 16: exact in both
+      const uint16_t h = reference::half_bits(double(int64_t(s % 33) - 16) / 8.0, spec.dtype);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
     } else if (spec.dtype == DType::i32) {
       int32_t v = int32_t(s % 7) - 3;
       std::memcpy(bytes.data() + 4 * i, &v, 4);
@@ -303,6 +312,12 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       const InputDef& in = p.values[v].input();
       try {
         res.tensors[v] = make_input(in, map(in.device));
+      } catch (const Unsupported& e) {
+        // A dtype the device does not compute (an f16 program mapped to vulkan:0): the input and everything that
+        // needs it are skipped there as unsupported, never a pass or a failure.
+        rec.status = NodeStatus::unsupported;
+        rec.error = observe(e);
+        continue;
       } catch (const Error& e) {
         throw ProgramError(ProgramError::Reason::not_runnable, int(v),
                            fmt::format("input {} {} cannot be made on {}: {}", dtype_name(in.dtype), in.shape.str(),

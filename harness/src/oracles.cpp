@@ -912,7 +912,7 @@ class Checker {
             const ParamDef& pd = op.params[size_t(i)];
             if (!is_tensor_role(pd.role) || (pd.role != ParamRole::tensor_list && !s2[size_t(i)].defined())) continue;
             for (DType dt : kAllDTypes)
-              if (!pd.dtypes.contains(dt)) {
+              if (!pd.dtypes.contains(dt) && backend_for(d).dtypes().contains(dt)) {
                 bad = dt, p = i;
                 break;
               }
@@ -983,7 +983,8 @@ class Checker {
             if (!s2[size_t(i)].defined()) continue;
             if (count++ == 0) continue;  // not the target
             for (DType dt : kAllDTypes)
-              if (!op.params[size_t(i)].dtypes.contains(dt) && p < 0) bad = dt, p = i;
+              if (!op.params[size_t(i)].dtypes.contains(dt) && backend_for(d).dtypes().contains(dt) && p < 0)
+                bad = dt, p = i;
           }
           if (p < 0) {
             drop_last = true;  // no such argument: a wrong argument count instead

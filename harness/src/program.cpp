@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "reference/reference.hpp"
+
 namespace crossfire::harness {
 
 float bits_to_f32(uint32_t b) {
@@ -99,7 +101,7 @@ std::string print_program(const Program& p) {
       const InputDef& in = v.input();
       out += fmt::format("input %{} {} [{}] {}{} =", i, dtype_name(in.dtype), fmt::join(in.shape.dims(), ", "),
                          in.device.str(), in.tracked ? " tracked" : "");
-      if (in.dtype == DType::f32) {
+      if (is_float(in.dtype)) {  // f16/bf16 values are f32 values (Note [Half precision] in device.hpp)
         for (uint32_t b : in.f32_bits) out += " " + format_float(bits_to_f32(b));
       } else {
         for (int32_t x : in.ints) out += " " + std::to_string(x);
@@ -140,9 +142,10 @@ class Parser {
       if (!header) {
         expect_word("crossfire-program", "the header `crossfire-program 1`");
         int64_t version = integer();
-        if (version != Program::kFormatVersion)
-          fail(fmt::format("unsupported format version {} (this build reads version {})", version,
+        if (version < 1 || version > Program::kFormatVersion)
+          fail(fmt::format("unsupported format version {} (this build reads versions 1 to {})", version,
                            Program::kFormatVersion));
+        version_ = int(version);
         end_line();
         header = true;
         continue;
@@ -304,9 +307,16 @@ class Parser {
     size_t s = col_;
     std::string w = word();
     for (DType d : kAllDTypes)
-      if (dtype_name(d) == w) return d;
+      if (dtype_name(d) == w) {
+        if (is_half(d) && version_ < 2) {
+          col_ = s;
+          fail(fmt::format("dtype `{}` needs format version 2 (this file says version {}, whose dtypes are f32, i32, "
+                           "bool)", w, version_));
+        }
+        return d;
+      }
     col_ = s;
-    fail(fmt::format("unknown dtype `{}` (f32, i32, bool)", printable(w)));
+    fail(fmt::format("unknown dtype `{}` ({})", printable(w), version_ < 2 ? "f32, i32, bool" : "f32, i32, bool, f16, bf16"));
   }
   void expect_id(int want) {
     skip_spaces();
@@ -403,6 +413,15 @@ class Parser {
         fail(fmt::format("expected {} values for shape [{}], got {}", numel, fmt::join(dims, ", "), i));
       if (in.dtype == DType::f32) {
         in.f32_bits.push_back(f32_to_bits(float(number())));
+      } else if (is_half(in.dtype)) {
+        size_t c = col_;
+        const double v = number();
+        if (!std::isnan(v) && reference::round_to(v, in.dtype) != v) {
+          col_ = c;
+          fail(fmt::format("{} is not a value of {} (the nearest is {})", format_float(v), dtype_name(in.dtype),
+                           format_float(reference::round_to(v, in.dtype))));
+        }
+        in.f32_bits.push_back(f32_to_bits(float(v)));
       } else {
         size_t c = col_;
         int64_t v = integer();
@@ -512,6 +531,7 @@ class Parser {
   int line_ = 0;
   size_t col_ = 0;
   int64_t total_elements_ = 0;
+  int version_ = 1;  // the header's: version 2 added the dtypes f16 and bf16
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 
+#include "reference/reference.hpp"
+
 namespace crossfire::harness {
 
 namespace {
@@ -34,7 +36,7 @@ std::vector<T> keep_leading(const std::vector<T>& data, const Shape& shape, int 
 }
 
 void shrink_dim(InputDef& in, int dim, int64_t new_size) {
-  if (in.dtype == DType::f32) in.f32_bits = keep_leading(in.f32_bits, in.shape, dim, new_size);
+  if (is_float(in.dtype)) in.f32_bits = keep_leading(in.f32_bits, in.shape, dim, new_size);
   else in.ints = keep_leading(in.ints, in.shape, dim, new_size);
   in.shape[dim] = new_size;
 }
@@ -178,7 +180,8 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
       in.device = pred[size_t(v)].device;
       in.tracked = pred[size_t(v)].tracked && val->dtype == DType::f32;
       for (double x : val->values) {
-        if (in.dtype == DType::f32) in.f32_bits.push_back(f32_to_bits(float(x)));
+        // (an f16/bf16 value is an f32 value; an f64 result is rounded to the input's dtype first)
+        if (is_float(in.dtype)) in.f32_bits.push_back(f32_to_bits(float(reference::round_to(x, in.dtype))));
         else in.ints.push_back(int32_t(x));
       }
       Program c = best;
@@ -293,7 +296,7 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
         InputDef& in = c.values[v].input();
         bool changed = false;
         for (int64_t i = start; i < std::min(n, start + chunk); ++i) {
-          if (in.dtype == DType::f32) {
+          if (is_float(in.dtype)) {
             if (in.f32_bits[size_t(i)] != 0) in.f32_bits[size_t(i)] = 0, changed = true;
           } else if (in.ints[size_t(i)] != 0) {
             in.ints[size_t(i)] = 0, changed = true;

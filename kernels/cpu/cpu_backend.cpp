@@ -63,6 +63,7 @@ constexpr auto kClasses = std::make_index_sequence<kNumClasses>{};
 }  // namespace
 
 CpuBackend::CpuBackend() : devices_(devices_from_env()) {
+  set_dtypes(kAnyDType);  // f16 and bf16 too (Note [Half precision on the CPU] in kernel_support.hpp)
   register_kernels(*this);
 }
 

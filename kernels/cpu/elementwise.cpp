@@ -193,12 +193,21 @@ constexpr bool returns_same() {
   else return false;
 }
 
+// f16/bf16 (Note [Half precision on the CPU] in kernel_support.hpp): the functor's f32 case on the widened values,
+// rounded once to the dtype (a half's conversion to float is exact, and the store rounds to nearest even).
 template <class Op>
-void unary_kernel(const KernelCall& c) {
+void unary_with(const KernelCall& c, const Op& op) {
   const TensorImpl& x = impl_of(c, 0);
   visit_dtype(x.dtype, [&]<class T>(TypeTag<T>) {
-    if constexpr (returns_same<Op, T>()) map_elementwise<T, T>(c.out, Op{}, x);
+    if constexpr (returns_same<Op, T>())
+      map_elementwise<T, T>(c.out, op, x);
+    else if constexpr (kIsHalf<T> && returns_same<Op, float>())
+      map_elementwise<T, T>(c.out, [&](T v) { return T(op(static_cast<float>(v))); }, x);
   });
+}
+template <class Op>
+void unary_kernel(const KernelCall& c) {
+  unary_with(c, Op{});
 }
 
 template <class Op>
@@ -207,6 +216,9 @@ void binary_kernel(const KernelCall& c) {  // same-dtype arithmetic: the output 
   visit_dtype(a.dtype, [&]<class T>(TypeTag<T>) {
     if constexpr (returns_same<Op, T, T>())
       map_elementwise<T, T, T>(c.out, Op{}, a, b);
+    else if constexpr (kIsHalf<T> && returns_same<Op, float, float>())
+      map_elementwise<T, T, T>(
+          c.out, [](T x, T y) { return T(Op{}(static_cast<float>(x), static_cast<float>(y))); }, a, b);
   });
 }
 
@@ -214,7 +226,11 @@ template <class Op>
 void predicate_kernel(const KernelCall& c) {  // compare and logic: bool out
   const TensorImpl &a = impl_of(c, 0), &b = impl_of(c, 1);
   visit_dtype(a.dtype, [&]<class T>(TypeTag<T>) {
-    if constexpr (std::is_invocable_v<Op, T, T>) map_elementwise<uint8_t, T, T>(c.out, Op{}, a, b);
+    if constexpr (std::is_invocable_v<Op, T, T>)
+      map_elementwise<uint8_t, T, T>(c.out, Op{}, a, b);
+    else if constexpr (kIsHalf<T> && std::is_invocable_v<Op, float, float>)
+      map_elementwise<uint8_t, T, T>(
+          c.out, [](T x, T y) { return Op{}(static_cast<float>(x), static_cast<float>(y)); }, a, b);
   });
 }
 
@@ -235,10 +251,7 @@ struct Clamp {
     return x;  // NaN, and x in range, keep their bits
   }
 };
-void clamp_kernel(const KernelCall& c) {
-  const Clamp f{c.float_attr_f32(0), c.float_attr_f32(1)};
-  map_elementwise<float, float>(c.out, f, impl_of(c, 0));
-}
+void clamp_kernel(const KernelCall& c) { unary_with(c, Clamp{c.float_attr_f32(0), c.float_attr_f32(1)}); }
 
 void cast_kernel(const KernelCall& c) {
   const TensorImpl& x = impl_of(c, 0);

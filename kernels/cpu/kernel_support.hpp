@@ -13,6 +13,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include <Eigen/Core>
+
 #include "cpu_backend.hpp"
 
 namespace crossfire::cpu {
@@ -44,12 +46,21 @@ template <class T>
 struct TypeTag {
   using type = T;
 };
+// f16 and bf16 are stored and converted as Eigen's half and bfloat16 (whose float -> half conversions round to
+// nearest, ties to even, and overflow to infinity: Note [Half precision] in device.hpp).
+using f16 = Eigen::half;
+using bf16 = Eigen::bfloat16;
+template <class T>
+inline constexpr bool kIsHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
 // Calls f(TypeTag<T>{}) with T the C++ type that stores dtype `d`.
 template <class F>
 inline decltype(auto) visit_dtype(DType d, F&& f) {
   switch (d) {
     case DType::f32: return f(TypeTag<float>{});
     case DType::i32: return f(TypeTag<int32_t>{});
+    case DType::f16: return f(TypeTag<f16>{});
+    case DType::bf16: return f(TypeTag<bf16>{});
     case DType::boolean: break;
   }
   return f(TypeTag<uint8_t>{});
@@ -72,11 +83,35 @@ inline int32_t float_to_i32(F x) {
 }
 inline float f64_to_f32(double v) { return round_to_f32(v); }
 
-// Converts one value of type S to type D (S, D in {float, int32_t, uint8_t (bool), and double as a source}).
+// f64 -> f32 rounded to odd: the f32 nearest toward zero, with its last bit set when that was inexact. Rounding
+// that to f16 or bf16 (to nearest) then gives the f64 value rounded to nearest directly: an intermediate with at
+// least two more bits than the target, rounded to odd, cannot create a false tie (Boldo and Melquiond 2008). Plain
+// f64 -> f32 -> bf16 can: 2^24 + 2^16 + 1 becomes 2^24 + 2^16, a tie, then 2^24 instead of 2^24 + 2^17.
+inline float f64_to_f32_odd(double v) {
+  if (v != v || std::fabs(v) == std::numeric_limits<double>::infinity()) return float(v);
+  if (std::fabs(v) > double(std::numeric_limits<float>::max()))
+    return std::copysign(std::numeric_limits<float>::max(), float(v));  // past it: both halves overflow anyway
+  float f = float(v);
+  if (double(f) == v) return f;
+  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Converts one value of type S to type D (S, D in {float, f16, bf16, int32_t, uint8_t (bool), and double as a
+// source}). Every conversion to f16/bf16 is one rounding to nearest, ties to even, of the exact source value.
 template <class D, class S>
 inline D convert(S x) {
   if constexpr (std::is_same_v<D, S>) {
     return x;
+  } else if constexpr (kIsHalf<S>) {
+    return convert<D>(static_cast<float>(x));  // exact: every f16/bf16 value is an f32 value
+  } else if constexpr (kIsHalf<D>) {
+    if constexpr (std::is_same_v<S, float>) return D(x);
+    else return D(f64_to_f32_odd(double(x)));  // double, i32 (exact in double), bool
   } else if constexpr (std::is_same_v<D, uint8_t>) {
     return uint8_t(x != S(0));
   } else if constexpr (std::is_same_v<D, int32_t>) {
@@ -87,6 +122,23 @@ inline D convert(S x) {
   } else {
     return float(x);  // i32 -> f32 rounds to nearest (the default rounding mode); bool -> 0 or 1
   }
+}
+
+// Note [Half precision on the CPU]
+// The CPU backend computes every f16/bf16 op in f32 and rounds once (Note [Half precision] in device.hpp).
+// Elementwise ops do it per element (elementwise.cpp); data movement copies 2-byte elements; the ops that compute
+// over many elements (sum, mean, max, argmax, softmax, matmul, conv2d, fold) run their f32 kernel through
+// widened<>: every f16/bf16 tensor argument is widened (exactly) into an f32 scratch tensor, the f32 kernel writes
+// an f32 scratch result, and that is rounded once into the output. The scratch tensors belong to no device and
+// touch no backend counter.
+bool touches_half(const KernelCall& c);
+void run_widened(KernelFn f32_kernel, const KernelCall& c);
+template <KernelFn F32>
+void widened(const KernelCall& c) {
+  if (touches_half(c)) [[unlikely]]
+    run_widened(F32, c);
+  else
+    F32(c);
 }
 
 // ---- strided iteration ---------------------------------------------------------------------------------------------
@@ -195,6 +247,7 @@ void gather_copy(const StridedPlan<1>& plan, const T* src, T* dst) {
 template <class F>
 inline void visit_element_size(DType d, F&& f) {
   if (dtype_size(d) == 1) f(TypeTag<uint8_t>{});
+  else if (dtype_size(d) == 2) f(TypeTag<uint16_t>{});
   else f(TypeTag<uint32_t>{});
 }
 

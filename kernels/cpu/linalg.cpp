@@ -94,17 +94,19 @@ struct Patches {
   }
 };
 
-// col[row, l] = image pixel or 0.
-void im2col(const Patches& p, const float* img, float* col) {
+// col[row, l] = image pixel or 0. T: float, or (unfold of f16/bf16, which moves bits) an unsigned type of the
+// element's size, whose 0 is +0 in every float dtype.
+template <class T>
+void im2col(const Patches& p, const T* img, T* col) {
   p.for_each([&](int64_t col0, int64_t img0, int64_t lo, int64_t hi) {
-    float* dst = col + col0;
-    std::fill_n(dst, lo, 0.0f);
+    T* dst = col + col0;
+    std::fill_n(dst, lo, T(0));
     if (p.sw == 1) {
-      if (hi > lo) std::memcpy(dst + lo, img + (img0 + lo), size_t(hi - lo) * sizeof(float));
+      if (hi > lo) std::memcpy(dst + lo, img + (img0 + lo), size_t(hi - lo) * sizeof(T));
     } else {
       for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = img[img0 + ow * p.sw];
     }
-    std::fill(dst + hi, dst + p.wo, 0.0f);
+    std::fill(dst + hi, dst + p.wo, T(0));
   });
 }
 
@@ -121,9 +123,11 @@ void unfold_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   const Shape& s = x.shape;
   const Patches p(s[1], s[2], s[3], c.args[1].ints, c.args[2].ints, c.args[3].ints);
-  const float* in = data_of<const float>(x);
-  float* o = data_of<float>(c.out);
-  for (int64_t n = 0; n < s[0]; ++n) im2col(p, in + n * p.channels * p.h * p.w, o + n * p.rows() * p.cols());
+  visit_element_size(x.dtype, [&]<class T>(TypeTag<T>) {
+    const T* in = data_of<const T>(x);
+    T* o = data_of<T>(c.out);
+    for (int64_t n = 0; n < s[0]; ++n) im2col(p, in + n * p.channels * p.h * p.w, o + n * p.rows() * p.cols());
+  });
 }
 
 void fold_kernel(const KernelCall& c) {
@@ -176,10 +180,10 @@ void conv2d_kernel(const KernelCall& c) {
 }  // namespace
 
 void register_linalg_kernels(CpuBackend& b) {
-  b.set_kernel("matmul", matmul_kernel);
+  b.set_kernel("matmul", widened<matmul_kernel>);
   b.set_kernel("unfold", unfold_kernel);
-  b.set_kernel("fold", fold_kernel);
-  b.set_kernel("conv2d", conv2d_kernel);
+  b.set_kernel("fold", widened<fold_kernel>);
+  b.set_kernel("conv2d", widened<conv2d_kernel>);
 }
 
 }  // namespace crossfire::cpu

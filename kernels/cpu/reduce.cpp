@@ -172,11 +172,11 @@ void softmax_kernel(const KernelCall& c) {
 }  // namespace
 
 void register_reduce_kernels(CpuBackend& b) {
-  b.set_kernel("sum", sum_kernel);
-  b.set_kernel("mean", mean_kernel);
-  b.set_kernel("max", max_kernel<false>);
-  b.set_kernel("argmax", max_kernel<true>);
-  b.set_kernel("softmax", softmax_kernel);
+  b.set_kernel("sum", widened<sum_kernel>);
+  b.set_kernel("mean", widened<mean_kernel>);
+  b.set_kernel("max", widened<max_kernel<false>>);
+  b.set_kernel("argmax", widened<max_kernel<true>>);
+  b.set_kernel("softmax", widened<softmax_kernel>);
 }
 
 }  // namespace crossfire::cpu

@@ -71,13 +71,10 @@ Broadcast broadcast_of(const Shape& o, std::initializer_list<const Shape*> input
 // A value converted to dtype as cast converts (f32 -> i32 truncates toward zero and saturates, NaN -> 0).
 uint32_t bits_of(double v, DType dt) {
   switch (dt) {
+    case DType::f16:
+    case DType::bf16: return 0;  // never: this backend holds no f16/bf16 tensor (Backend::dtypes())
     case DType::f32: {
-      // Round to nearest; beyond the largest finite f32 (and its rounding half-ulp) that is +-inf. C++ leaves an
-      // out-of-range double -> float conversion undefined, so that case never reaches the cast.
-      constexpr double kOverflow = 0x1.ffffffp127;  // FLT_MAX + half an ulp: rounds (ties to even) to inf
-      float f = v >= kOverflow ? std::numeric_limits<float>::infinity()
-                : v <= -kOverflow ? -std::numeric_limits<float>::infinity()
-                                  : float(v);
+      const float f = round_to_f32(v);
       uint32_t u;
       std::memcpy(&u, &f, 4);
       return u;

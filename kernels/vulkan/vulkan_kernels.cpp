@@ -221,6 +221,8 @@ void fill_kernel(const KernelCall& call) {
     }
     case DType::i32: pattern = to_i32_saturating(v); break;
     case DType::boolean: pattern = v != 0 ? 0x01010101u : 0u; break;
+    case DType::f16:
+    case DType::bf16: break;  // never: this backend holds no f16/bf16 tensor (Backend::dtypes())
   }
   Context& c = ctx(call);
   std::lock_guard l(c.mu);

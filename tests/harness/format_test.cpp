@@ -58,9 +58,25 @@ void expect_parse_error(const std::string& text, int line, int column, const std
   }
 }
 
+TEST(ProgramFormat, HalfPrecisionInputsRoundTripAndOldFilesStillRead) {
+  const std::string text =
+      "crossfire-program 2\ninput %0 f16 [4] cpu:0 = 65504 -0x1p-24 inf -0x0p+0\n"
+      "input %1 bf16 [2] cpu:0 = 0x1.fep+127 0x1p-133\nnode %2 cast x=%0 dtype=bf16\n";
+  const Program p = parse_program(text);
+  EXPECT_EQ(parse_program(print_program(p)), p);
+  EXPECT_EQ(p.values[0].input().dtype, DType::f16);
+  const Program v1 = parse_program("crossfire-program 1\ninput %0 f32 [1] cpu:0 = 1.5\nnode %1 neg x=%0\n");
+  EXPECT_EQ(v1.num_nodes(), 1) << "version 1 files are still read";
+}
+
 TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
   expect_parse_error("", 1, 1, "empty program");
-  expect_parse_error("crossfire-program 2\n", 1, 0, "unsupported format version 2");
+  expect_parse_error("crossfire-program 3\n", 1, 0, "unsupported format version 3");
+  // Version 2 added f16 and bf16: a version 1 file naming them is refused, naming the dtype; their values must be
+  // values of the dtype.
+  expect_parse_error("crossfire-program 1\ninput %0 f16 [1] cpu:0 = 1\n", 2, 10, "dtype `f16` needs format version 2");
+  expect_parse_error("crossfire-program 2\ninput %0 f16 [2] cpu:0 = 1 0x1.001p+0\n", 2, 28, "is not a value of f16");
+  expect_parse_error("crossfire-program 2\ninput %0 bf16 [1] cpu:0 = 0x1.01p+0\n", 2, 27, "is not a value of bf16");
   expect_parse_error("hello\n", 1, 1, "expected the header");
   const std::string h = "crossfire-program 1\n";
   expect_parse_error(h + "input %0 f32 [2] cpu:0 = 0x1p+0\n", 2, 0, "expected 2 values");

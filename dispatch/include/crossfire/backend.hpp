@@ -95,6 +95,12 @@ class Backend {
   // (Note [Large programs] in harness/include/crossfire/harness/generate.hpp). Empty: none declared.
   virtual std::vector<int64_t> kernel_extents() const { return {}; }
 
+  // The dtypes this backend's tensors may have (kClassicDTypes unless the backend says more with set_dtypes()).
+  // Dispatch raises Unsupported, naming the dtype and the device, for a call whose output would have another, before
+  // any side effect; since every tensor on the backend was once an output, its inputs need no check.
+  DTypeSet dtypes() const { return dtypes_; }
+  void set_dtypes(DTypeSet d) { dtypes_ = d; }
+
   // Capability query (cf. ggml's supports_op): the kernel, or nullptr with unsupported_reason() saying why.
   KernelFn kernel(OpId id) const { return kernels_[id]; }
   virtual std::string unsupported_reason(OpId id) const;
@@ -114,6 +120,7 @@ class Backend {
  protected:
   std::array<KernelFn, kNumOps> kernels_{};
   BackendCounters counters_;
+  DTypeSet dtypes_ = kClassicDTypes;
 
  private:
   friend struct detail::RegistryAccess;

@@ -70,20 +70,34 @@ static_assert(sizeof(Device) == 2);
 // Dtypes
 // ---------------------------------------------------------------------------------------------------------------
 
-enum class DType : uint8_t { f32 = 0, i32 = 1, boolean = 2 };
-inline constexpr int kNumDTypes = 3;
-inline constexpr std::array<DType, kNumDTypes> kAllDTypes = {DType::f32, DType::i32, DType::boolean};
+// Note [Half precision]
+// f16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 fraction bits; largest finite 65504), bf16 the top 16 bits of
+// an f32 (8 exponent, 7 fraction bits). Every f16 and bf16 value is an f32 value exactly, and crossfire's built-in
+// kernels compute f16/bf16 ops in f32 and round the result once to the output dtype, to nearest, ties to even;
+// a result past the dtype's largest finite value by half an ulp or more becomes infinity (overflow to infinity is
+// a result, never an error). Contract section 6's bound for them: the op's own k at f32's eps (the arithmetic is
+// f32's) plus one rounding at the output dtype's eps (docs/contract.md, "Half precision").
+enum class DType : uint8_t { f32 = 0, i32 = 1, boolean = 2, f16 = 3, bf16 = 4 };
+inline constexpr int kNumDTypes = 5;
+inline constexpr std::array<DType, kNumDTypes> kAllDTypes = {DType::f32, DType::i32, DType::boolean, DType::f16,
+                                                             DType::bf16};
 
 constexpr std::string_view dtype_name(DType d) {
   switch (d) {
     case DType::f32: return "f32";
     case DType::i32: return "i32";
     case DType::boolean: return "bool";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
   }
   return "?";
 }
-// bool is stored as one byte holding 0 or 1.
-constexpr size_t dtype_size(DType d) { return d == DType::boolean ? 1 : 4; }
+// bool is stored as one byte holding 0 or 1; f16 and bf16 as their 16 bits.
+constexpr size_t dtype_size(DType d) {
+  return d == DType::boolean ? 1 : (d == DType::f16 || d == DType::bf16) ? 2 : 4;
+}
+constexpr bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+constexpr bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 DType parse_dtype(std::string_view text);  // throws InvalidArgument
 
 // f64 -> f32 rounded to nearest (ties to even), a value at or past FLT_MAX + half an ulp becoming the infinity of its
@@ -107,11 +121,13 @@ struct DTypeSet {
   constexpr bool empty() const { return bits == 0; }
   std::string str() const;  // "f32|i32"
 };
-inline constexpr DTypeSet kFloat{DType::f32};
-inline constexpr DTypeSet kNumeric{DType::f32, DType::i32};
+inline constexpr DTypeSet kFloat{DType::f32, DType::f16, DType::bf16};
+inline constexpr DTypeSet kNumeric{DType::f32, DType::i32, DType::f16, DType::bf16};
 inline constexpr DTypeSet kBool{DType::boolean};
 inline constexpr DTypeSet kInt{DType::i32};
-inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean};
+inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean, DType::f16, DType::bf16};
+// What a backend computes unless it says more (Backend::dtypes()): the dtypes crossfire had before f16 and bf16.
+inline constexpr DTypeSet kClassicDTypes{DType::f32, DType::i32, DType::boolean};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes

@@ -65,7 +65,7 @@ struct InputDef {
   Shape shape;
   Device device;
   bool tracked = false;             // requires_grad (f32 only)
-  std::vector<uint32_t> f32_bits;   // f32
+  std::vector<uint32_t> f32_bits;   // f32, f16, bf16: the values as f32 bits (every f16/bf16 value is an f32 value)
   std::vector<int32_t> ints;        // i32, and bool as 0/1
   friend bool operator==(const InputDef&, const InputDef&) = default;
 };
@@ -87,7 +87,7 @@ struct Value {
 };
 
 struct Program {
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = 2;  // 2: dtypes f16 and bf16; version 1 files are still read
   std::vector<Value> values;        // value i is `%i`; arguments only refer to earlier values
   std::optional<int> backward_of;   // run reverse mode from this value (seed: ones), checking gradients
   friend bool operator==(const Program&, const Program&) = default;
