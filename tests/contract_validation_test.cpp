@@ -101,6 +101,34 @@ TEST_F(Validation, TrackedInputOfANonDifferentiableParameterIsAnAutodiffError) {
   }
 }
 
+// A dtype the device's backend does not compute (Backend::dtypes(); contract section 1, "Dtypes") is Unsupported,
+// naming the dtype and the device, whether the call creates it, casts to it or moves it there; nothing is allocated.
+TEST_F(Validation, ADTypeTheBackendDoesNotComputeIsUnsupportedNamingItAndTheDevice) {
+  Backend& b = backend_for(d0);
+  for (DType dt : kAllDTypes) {
+    if (b.dtypes().contains(dt)) continue;
+    const CounterSnapshot before = b.snapshot();
+    for (int how = 0; how < 3; ++how) {
+      SCOPED_TRACE(fmt::format("{} on {}, way {}", dtype_name(dt), d0.str(), how));
+      try {
+        if (how == 0) zeros({2, 3}, dt, d0);
+        if (how == 1) cast(f32({2}, d0), dt);
+        if (how == 2) {
+          // Moving a tensor of that dtype from the CPU (which computes every dtype) to the device.
+          to(cast(from_data({1.5f, -2.0f}, {2}, Device::cpu(0)), dt), d0);
+        }
+        ADD_FAILURE() << "no error";
+      } catch (const Unsupported& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(dtype_name(dt))), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(d0.str()), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(b.snapshot().allocations, before.allocations + 1) << "only the f32 input of the cast was made there";
+    return;
+  }
+  GTEST_SKIP() << d0.str() << "'s backend computes every dtype";
+}
+
 TEST_F(Validation, RequiresGradOnlyForF32) {
   Tensor i = i32({2}, d0);
   EXPECT_THROW(i.set_requires_grad(), AutodiffError);
