@@ -257,8 +257,7 @@ constexpr OpId kTo = op_id("to");
 
 [[noreturn, gnu::cold]] void throw_dtype_unsupported(const OpDef& op, const Backend& b, DType dt, Device d) {
   throw Unsupported(std::string(op.name), b.kind(),
-                    fmt::format("{} computes no {} tensors (its dtypes: {}), so there can be none on {}", d.str(),
-                                dtype_name(dt), b.dtypes().str(), d.str()));
+                    fmt::format("{} computes no {} tensors (its dtypes: {})", d.str(), dtype_name(dt), b.dtypes().str()));
 }
 
 inline Plan plan(OpId id, const OpDef& op, const OutputSpec& spec, const Checked& c) {

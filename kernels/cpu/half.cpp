@@ -52,11 +52,9 @@ Tensor widen(const TensorImpl& x) {
 
 bool touches_half(const KernelCall& c) {
   if (is_half(c.out.dtype)) return true;
-  for (int i = 0; i < c.op.num_params; ++i) {
-    const Arg& a = c.args[i];
-    if ((a.role == ParamRole::tensor || (a.role == ParamRole::optional_tensor && a.present)) &&
-        is_half(a.tensor->dtype()))
-      return true;
+  for (int k = 0; k < c.op.num_tensor_params; ++k) {
+    const Arg& a = c.args[c.op.tensor_params[size_t(k)]];
+    if (a.role != ParamRole::tensor_list && a.present && is_half(a.tensor->dtype())) return true;
   }
   return false;
 }

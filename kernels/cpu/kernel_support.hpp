@@ -81,7 +81,6 @@ inline int32_t float_to_i32(F x) {
   if (x < F(-2147483648.0)) return std::numeric_limits<int32_t>::min();
   return int32_t(x);  // in range: truncates toward zero
 }
-inline float f64_to_f32(double v) { return round_to_f32(v); }
 
 // f64 -> f32 rounded to odd: the f32 nearest toward zero, with its last bit set when that was inexact. Rounding
 // that to f16 or bf16 (to nearest) then gives the f64 value rounded to nearest directly: an intermediate with at
@@ -118,7 +117,7 @@ inline D convert(S x) {
     if constexpr (std::is_floating_point_v<S>) return float_to_i32(x);
     else return int32_t(x);
   } else if constexpr (std::is_same_v<S, double>) {
-    return f64_to_f32(x);
+    return round_to_f32(x);
   } else {
     return float(x);  // i32 -> f32 rounds to nearest (the default rounding mode); bool -> 0 or 1
   }

@@ -79,12 +79,12 @@ void sum_kernel_typed(const KernelCall& c, const Finish& finish) {
 
 void sum_kernel(const KernelCall& c) {
   if (c.out.dtype == DType::i32) sum_kernel_typed<int32_t>(c, [](uint32_t a) { return int32_t(a); });
-  else sum_kernel_typed<float>(c, [](double a) { return f64_to_f32(a); });
+  else sum_kernel_typed<float>(c, [](double a) { return round_to_f32(a); });
 }
 
 void mean_kernel(const KernelCall& c) {
   const double len = double(reduce_geometry(c).len);  // an empty axis gives 0 / 0 = NaN
-  sum_kernel_typed<float>(c, [len](double a) { return f64_to_f32(a / len); });
+  sum_kernel_typed<float>(c, [len](double a) { return round_to_f32(a / len); });
 }
 
 // ---- max and argmax ------------------------------------------------------------------------------------------------
