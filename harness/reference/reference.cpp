@@ -495,7 +495,11 @@ RefResult ev_relu(const Ctx& c) {
                                              : 0.0; }, no_int);
 }
 RefResult ev_clamp(const Ctx& c) {
-  const double lo = round_f32(c.scalar("min")), hi = round_f32(c.scalar("max"));  // f32 whatever x's dtype
+  // The bounds are f32 (KernelCall::float_attr_f32), then x's dtype: clamp's result is x or a bound, in x's dtype
+  // (an f16/bf16 kernel computes in f32 and rounds once, which is the same, since rounding is monotone).
+  const DType dt = c.tensor("x").dtype;
+  const auto bound = [&](double v) { return is_half(dt) ? round_to(round_f32(v), dt) : round_f32(v); };
+  const double lo = bound(c.scalar("min")), hi = bound(c.scalar("max"));
   return unary(
       c,
       [&](double x) {

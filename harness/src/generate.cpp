@@ -256,11 +256,11 @@ class Generator {
   // A dtype of `s` that `where` computes (the program's home by default); every dtype of `s` if it computes none.
   DType pick_dtype(DTypeSet s) { return pick_dtype(s, home_); }
   DType pick_dtype(DTypeSet s, Device where) {
-    // f16 and bf16 are not drawn yet: the elementwise families' dtype groups and the large programs do not place
-    // them consistently (issue 20: campaigns that mix dtypes are the next step).
+    // Every dtype is drawn where it can live (f16 and bf16 only where a backend computes them, so a program on
+    // vulkan:0 alone has none); an op whose output keeps its input's dtype records that dtype in its Meta.
     DTypeSet here;
     for (DType d : kAllDTypes)
-      if (s.contains(d) && computes(where, d) && kClassicDTypes.contains(d)) here.bits |= uint8_t(1u << uint8_t(d));
+      if (s.contains(d) && computes(where, d)) here.bits |= uint8_t(1u << uint8_t(d));
     return draw_dtype(c_, here.empty() ? s : here);
   }
   const Shape& shape_of(const ValueRef& r) const { return meta_[size_t(r.id)].shape; }
@@ -443,8 +443,11 @@ class Generator {
       case OpFamily::matmul: {
         const ParamDef& pl = op.params[size_t(tp[0])];
         const ParamDef& pr = op.params[size_t(tp[1])];
+        DTypeSet both = pl.dtypes;  // the two operands share one dtype
+        both.bits &= pr.dtypes.bits;
+        const DType dt = pick_dtype(both);
         ValueRef l = tensor_arg(
-            pl, DType::f32, [&](const Shape& s) { return s.rank() >= 2; },
+            pl, dt, [&](const Shape& s) { return s.rank() >= 2; },
             [&] {
               Shape s = random_shape(0);
               Shape t;
@@ -458,7 +461,7 @@ class Generator {
         Shape lb;
         for (int i = 0; i < ls.rank() - 2; ++i) lb.push_back(ls[i]);
         ValueRef r = tensor_arg(
-            pr, DType::f32,
+            pr, dt,
             [&](const Shape& s) {
               if (s.rank() < 2 || s[s.rank() - 2] != k) return false;
               Shape b;
@@ -481,7 +484,7 @@ class Generator {
         Shape o = *broadcast_of(lb, rb);
         o.push_back(ls[ls.rank() - 2]);
         o.push_back(rs[rs.rank() - 1]);
-        out = {DType::f32, o, false, home_};
+        out = {dt, o, false, home_};
         break;
       }
       case OpFamily::reshape: {
@@ -629,14 +632,15 @@ class Generator {
                                 [&] { return random_shape(1); });
         n.args[size_t(tp[0])] = r;
         set(nth(op, ParamRole::int_attr, 0), axis_for(shape_of(r).rank()));
-        out = {DType::f32, shape_of(r), false, home_};
+        out = {meta_[size_t(r.id)].dtype, shape_of(r), false, home_};
         break;
       }
       case OpFamily::conv2d: {
         int64_t stride[2] = {pick(1, 2), pick(1, 2)}, pad[2] = {pick(0, 1), pick(0, 1)};
         const ParamDef& pin = op.params[size_t(tp[0])];
+        const DType dt = pick_dtype(pin.dtypes);  // input, weight and bias share it (one dtype group)
         ValueRef in = tensor_arg(
-            pin, DType::f32,
+            pin, dt,
             [](const Shape& s) { return s.rank() == 4 && s.numel() > 0 && s[2] <= 6 && s[3] <= 6; },
             [&] { return Shape{pos_dim(2), pos_dim(3), pos_dim(5), pos_dim(5)}; });
         Shape is = shape_of(in);
@@ -644,14 +648,14 @@ class Generator {
         int64_t kh = pick(1, std::min<int64_t>(3, is[2] + 2 * pad[0]));
         int64_t kw = pick(1, std::min<int64_t>(3, is[3] + 2 * pad[1]));
         const ParamDef& pw = op.params[size_t(tp[1])];
-        ValueRef w = tensor_arg(pw, DType::f32, [](const Shape&) { return false; },
+        ValueRef w = tensor_arg(pw, dt, [](const Shape&) { return false; },
                                 [&] { return Shape{o, is[1], kh, kw}; });
         n.args[size_t(tp[0])] = in;
         n.args[size_t(tp[1])] = w;
         if (tp.size() > 2) {
           const ParamDef& pb = op.params[size_t(tp[2])];
           if (c_.coin(1, 2))
-            n.args[size_t(tp[2])] = tensor_arg(pb, DType::f32, [&](const Shape& s) { return s == Shape{o}; },
+            n.args[size_t(tp[2])] = tensor_arg(pb, dt, [&](const Shape& s) { return s == Shape{o}; },
                                                [&] { return Shape{o}; });
           else
             n.args[size_t(tp[2])] = AbsentArg{};
@@ -659,14 +663,15 @@ class Generator {
         set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{stride[0], stride[1]});
         set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{pad[0], pad[1]});
         int64_t ho = (is[2] + 2 * pad[0] - kh) / stride[0] + 1, wo = (is[3] + 2 * pad[1] - kw) / stride[1] + 1;
-        out = {DType::f32, Shape{is[0], o, ho, wo}, false, home_};
+        out = {dt, Shape{is[0], o, ho, wo}, false, home_};
         break;
       }
       case OpFamily::unfold: {
         int64_t stride[2] = {pick(1, 2), pick(1, 2)}, pad[2] = {pick(0, 1), pick(0, 1)};
         const ParamDef& pin = op.params[size_t(tp[0])];
+        const DType dt = pick_dtype(pin.dtypes);
         ValueRef in = tensor_arg(
-            pin, DType::f32, [](const Shape& s) { return s.rank() == 4 && s[2] <= 6 && s[3] <= 6; },
+            pin, dt, [](const Shape& s) { return s.rank() == 4 && s[2] <= 6 && s[3] <= 6; },
             [&] { return Shape{pos_dim(2), pos_dim(3), pos_dim(5), pos_dim(5)}; });
         Shape is = shape_of(in);
         int64_t kh = pick(1, std::max<int64_t>(1, std::min<int64_t>(3, is[2] + 2 * pad[0])));
@@ -678,7 +683,7 @@ class Generator {
         set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{stride[0], stride[1]});
         set(nth(op, ParamRole::int_list_attr, 2), std::vector<int64_t>{pad[0], pad[1]});
         int64_t ho = (is[2] + 2 * pad[0] - kh) / stride[0] + 1, wo = (is[3] + 2 * pad[1] - kw) / stride[1] + 1;
-        out = {DType::f32, Shape{is[0], is[1] * kh * kw, ho * wo}, false, home_};
+        out = {dt, Shape{is[0], is[1] * kh * kw, ho * wo}, false, home_};
         break;
       }
       case OpFamily::fold: {
@@ -688,13 +693,14 @@ class Generator {
         int64_t l = ((h + 2 * pad[0] - kh) / stride[0] + 1) * ((w + 2 * pad[1] - kw) / stride[1] + 1);
         Shape want{nb, ch * kh * kw, l};
         const ParamDef& pin = op.params[size_t(tp[0])];
-        ValueRef in = tensor_arg(pin, DType::f32, [&](const Shape& s) { return s == want; }, [&] { return want; });
+        const DType dt = pick_dtype(pin.dtypes);
+        ValueRef in = tensor_arg(pin, dt, [&](const Shape& s) { return s == want; }, [&] { return want; });
         n.args[size_t(tp[0])] = in;
         set(nth(op, ParamRole::int_list_attr, 0), std::vector<int64_t>{h, w});
         set(nth(op, ParamRole::int_list_attr, 1), std::vector<int64_t>{kh, kw});
         set(nth(op, ParamRole::int_list_attr, 2), std::vector<int64_t>{stride[0], stride[1]});
         set(nth(op, ParamRole::int_list_attr, 3), std::vector<int64_t>{pad[0], pad[1]});
-        out = {DType::f32, Shape{nb, ch, h, w}, false, home_};
+        out = {dt, Shape{nb, ch, h, w}, false, home_};
         break;
       }
       case OpFamily::transfer: {

@@ -58,6 +58,7 @@ constexpr std::pair<std::string_view, PlantedFault> kPlantedFaults[] = {
     {"skew_gradient", PlantedFault::skew_gradient},
     {"overflow_gradient", PlantedFault::overflow_gradient},
     {"accept_bad_input", PlantedFault::accept_bad_input},
+    {"misblame_dtype", PlantedFault::misblame_dtype},
     {"harness_out_of_memory", PlantedFault::harness_out_of_memory},
     {"crash_in_softmax", PlantedFault::crash_in_softmax},
 };
@@ -889,8 +890,8 @@ class Checker {
       }
       if (!ok) continue;
       // Mutations, first applicable wins; the value id varies which kind each node tries first.
-      for (int attempt = 0; attempt < 6 && done < o_.max_bad_inputs; ++attempt) {
-        int kind = int((v + size_t(attempt)) % 6);
+      for (int attempt = 0; attempt < kBadInputKinds && done < o_.max_bad_inputs; ++attempt) {
+        int kind = int((v + size_t(attempt)) % kBadInputKinds);
         std::vector<Tensor> s2 = singles;
         std::vector<std::vector<Tensor>> l2 = lists;
         std::vector<std::vector<int64_t>> ints(size_t(op.num_params));
@@ -975,6 +976,15 @@ class Checker {
           want = ErrorKind::shape;
           want_param = "shape";
           what = fmt::format("shape [{}]", fmt::join(ints[size_t(p)], ", "));
+        } else if (kind == 6) {  // one member of a dtype group or a list given another dtype its parameter accepts
+          const std::optional<GroupMutation> m = group_mutation(op, s2, l2, d, v);
+          if (!m) continue;
+          Tensor& t = m->list_index < 0 ? s2[size_t(m->param)] : l2[size_t(m->param)][size_t(m->list_index)];
+          t = tensor_of(m->dtype, t.shape(), d);
+          want = ErrorKind::dtype_mismatch;
+          want_param = first_dtype_offender(op, s2, l2);
+          what = fmt::format("`{}` given {}", label_of(op, m->param, m->list_index), dtype_name(m->dtype));
+          if (want_param.empty()) continue;  // (cannot happen: the mutation made two members differ)
         } else {  // a wrong device and a wrong dtype at once: the device error takes precedence
           if (!other) continue;
           int p = -1, count = 0;
@@ -1013,6 +1023,12 @@ class Checker {
           // Unsupported comes after validation: the invalid call got past it.
         }
         if (o_.fault == PlantedFault::accept_bad_input) obs.reset();
+        if (o_.fault == PlantedFault::misblame_dtype && obs && obs->kind == ErrorKind::dtype_mismatch)
+          for (int i = 0; i < op.num_params; ++i)
+            if (is_tensor_role(op.params[size_t(i)].role) && !(op.params[size_t(i)].role == ParamRole::tensor_list ? l2[size_t(i)].empty() : !s2[size_t(i)].defined())) {
+              obs->param = label_of(op, i, op.params[size_t(i)].role == ParamRole::tensor_list ? 0 : -1);
+              break;
+            }
         ++done;
         counts(OracleKind::bad_input).checked++;
         std::string diff;
@@ -1032,6 +1048,72 @@ class Checker {
         break;
       }
     }
+  }
+
+  static constexpr int kBadInputKinds = 7;
+
+  static std::string label_of(const OpDef& op, int param, int list_index) {
+    return list_index < 0 ? std::string(op.params[size_t(param)].name)
+                          : fmt::format("{}[{}]", op.params[size_t(param)].name, list_index);
+  }
+  // Contract section 4, step 3, written from the contract, not from dispatch: in signature order (list elements in
+  // order), the first tensor whose dtype its parameter does not accept, or that differs from the first element of
+  // its list, or from the first tensor of its dtype group, is the one DTypeMismatch names. "" when there is none.
+  static std::string first_dtype_offender(const OpDef& op, const std::vector<Tensor>& s,
+                                          const std::vector<std::vector<Tensor>>& l) {
+    std::array<std::optional<DType>, 8> group;
+    for (int i = 0; i < op.num_params; ++i) {
+      const ParamDef& pd = op.params[size_t(i)];
+      if (!is_tensor_role(pd.role)) continue;
+      std::vector<std::pair<const Tensor*, int>> ts;
+      if (pd.role == ParamRole::tensor_list) {
+        for (size_t j = 0; j < l[size_t(i)].size(); ++j) ts.push_back({&l[size_t(i)][j], int(j)});
+      } else if (s[size_t(i)].defined()) {
+        ts.push_back({&s[size_t(i)], -1});
+      }
+      for (const auto& [t, li] : ts) {
+        const DType dt = t->dtype();
+        if (!pd.dtypes.contains(dt) || (li > 0 && dt != ts[0].first->dtype())) return label_of(op, i, li);
+        if (pd.same_dtype_group) {
+          std::optional<DType>& g = group[pd.same_dtype_group & 7];
+          if (g && *g != dt) return label_of(op, i, li);
+          if (!g) g = dt;
+        }
+      }
+    }
+    return "";
+  }
+  // For bad input kind 6: a tensor that shares a dtype group or a list with another, and a dtype its parameter
+  // accepts, the device computes and it does not have. `salt` varies which member and which dtype.
+  struct GroupMutation {
+    int param, list_index;
+    DType dtype;
+  };
+  static std::optional<GroupMutation> group_mutation(const OpDef& op, const std::vector<Tensor>& s,
+                                                     const std::vector<std::vector<Tensor>>& l, Device d,
+                                                     size_t salt) {
+    std::vector<GroupMutation> members;  // (dtype left unset)
+    std::array<int, 8> group_size{};
+    for (int i = 0; i < op.num_params; ++i)
+      if (op.params[size_t(i)].same_dtype_group && s[size_t(i)].defined())
+        group_size[op.params[size_t(i)].same_dtype_group & 7]++;
+    for (int i = 0; i < op.num_params; ++i) {
+      const ParamDef& pd = op.params[size_t(i)];
+      if (pd.role == ParamRole::tensor_list && l[size_t(i)].size() >= 2)
+        for (size_t j = 0; j < l[size_t(i)].size(); ++j) members.push_back({i, int(j), DType::f32});
+      else if (pd.same_dtype_group && s[size_t(i)].defined() && group_size[pd.same_dtype_group & 7] >= 2)
+        members.push_back({i, -1, DType::f32});
+    }
+    if (members.empty()) return std::nullopt;
+    GroupMutation m = members[salt / kBadInputKinds % members.size()];
+    const Tensor& t = m.list_index < 0 ? s[size_t(m.param)] : l[size_t(m.param)][size_t(m.list_index)];
+    std::vector<DType> choices;
+    for (DType dt : kAllDTypes)
+      if (dt != t.dtype() && op.params[size_t(m.param)].dtypes.contains(dt) && backend_for(d).dtypes().contains(dt))
+        choices.push_back(dt);
+    if (choices.empty()) return std::nullopt;
+    m.dtype = choices[salt % choices.size()];
+    return m;
   }
 
   ArgPack build(const NodeDef& n, const std::vector<Tensor>& s, const std::vector<std::vector<Tensor>>& l,

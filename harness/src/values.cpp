@@ -57,11 +57,12 @@ json node_entry(const Program& p, size_t v, const RunResult& run, const Device& 
     const ErrorBound bound = reference::bound_for(op, exact.value.dtype);
     std::vector<double> allowed;
     for (size_t i = 0; i < exact.magnitude.size(); ++i)
-      allowed.push_back(reference::allowed_error(bound, exact.magnitude[i], exact.terms[i]));
+      allowed.push_back(reference::allowed_error(bound, exact.value.dtype, exact.magnitude[i], exact.terms[i]));
     e["reference"] = tensor(exact.value);
     e["magnitude"] = numbers(exact.magnitude);
     e["terms"] = exact.terms;
     e["allowed"] = numbers(allowed);
+    e["overflow"] = reference::float_format(exact.value.dtype).overflow;  // the smallest |x| rounding to infinity
     e["bound"] = {{"k_const", op.bound.k_const}, {"k_per_term", op.bound.k_per_term}, {"bitwise", bound.bitwise},
                   {"same_bits", moves_data(op.family)}};
     if (auto m = reference::first_mismatch(op, exact, *rec.output))

@@ -330,6 +330,23 @@ TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {
   EXPECT_TRUE(has_failure(r, OracleKind::bad_input, "invalid call accepted")) << failures(r);
 }
 
+// A member of a dtype group (add's lhs and rhs) or of a list (cat's tensors) given another dtype its parameter
+// accepts must raise DTypeMismatch naming the first offender in signature order (contract section 4). Node ids 6
+// and 13 make bad_input try that mutation first on both nodes; every mutation must pass as written, and an
+// implementation that names the call's first tensor instead (the planted fault) must be caught.
+TEST(BadInputOracle, ADTypeGroupOrListMismatchNamesTheFirstOffender) {
+  std::string text = "crossfire-program 2\n";
+  for (int i = 0; i < 6; ++i) text += fmt::format("input %{} f32 [2] cpu:0 = 0x1p+0 -0x1p-1\n", i);
+  text += "node %6 add lhs=%0 rhs=%1\n";
+  for (int i = 7; i < 13; ++i) text += fmt::format("input %{} f32 [2] cpu:0 = 0x1p+0 -0x1p-1\n", i);
+  text += "node %13 cat tensors=[%7, %8, %9] axis=0\n";
+  const Program p = parse_program(text);
+  const ProgramReport clean = check_program(p, only(OracleKind::bad_input));
+  EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+  EXPECT_GE(clean.counts[size_t(OracleKind::bad_input)].checked, 2u);
+  const ProgramReport r = check_program(p, only(OracleKind::bad_input, PlantedFault::misblame_dtype));
+  EXPECT_TRUE(has_failure(r, OracleKind::bad_input, "wrong blame")) << failures(r);
+}
 
 // Finite differences evaluate the program once per perturbed leaf element and take every value that does not
 // depend on the leaf from the unperturbed evaluation (evaluate_f64's `unchanged`). That must be the evaluation
@@ -348,7 +365,7 @@ TEST(EvaluateF64, ReusingUnchangedValuesGivesTheSameEvaluation) {
   cfg.max_nodes = 10;
   cfg.devices = {Device::cpu(0)};
   int compared = 0, reused = 0;
-  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+  for (uint64_t seed = 1; seed <= 4000; ++seed) {
     PrngChoices choices(seed);
     const Program p = generate_program(choices, cfg);
     const int root = int(p.values.size()) - 1;

@@ -92,6 +92,7 @@ enum class PlantedFault : uint8_t {
   skew_gradient,          // gradients: the gradient observed on every device but the first is off by 1.5x
   overflow_gradient,      // gradients: the first element of every observed gradient is +inf
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
+  misblame_dtype,         // bad_input: an observed DTypeMismatch names the call's first tensor argument instead
   harness_out_of_memory,  // the harness itself: std::bad_alloc while reading results back (never a finding)
   crash_in_softmax,       // the process aborts when it runs a softmax node on a device (a kernel that crashes)
 };
