@@ -13,6 +13,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <Eigen/Core>
 #include <benchmark/benchmark.h>
@@ -37,7 +39,7 @@ void set_rates(benchmark::State& state, const OpCase& c) {
   state.SetLabel(c.label);
 }
 
-void kernel_benchmark(benchmark::State& state, OpId id, Device device, SizeClass size) {
+void kernel_benchmark(benchmark::State& state, OpId id, Device device, SizeClass size, DType dtype) {
   Backend& b = backend_for(device);
   KernelFn fn = b.kernel(id);
   if (fn == nullptr && !runs_in_dispatch(id)) {
@@ -46,7 +48,7 @@ void kernel_benchmark(benchmark::State& state, OpId id, Device device, SizeClass
   }
   std::unique_ptr<OpCase> c;
   try {
-    c = make_op_case(id, device, size);
+    c = make_op_case(id, device, size, dtype);
   } catch (const std::exception& e) {
     state.SkipWithError(fmt::format("cannot build arguments: {}", e.what()).c_str());
     return;
@@ -106,10 +108,20 @@ void register_all() {
       for (SizeClass s : kAllSizes) {
         const std::string name =
             fmt::format("kernel/{}/{}/{}", op_def(id).name, backend_name(d.backend), size_name(s));
-        auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, s);
+        auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, s, DType::f32);
         bm->Unit(benchmark::kMicrosecond);
         // An asynchronous backend's kernels run while the host thread waits: wall time is the measure there. CPU
         // kernels run on the calling thread, and CPU time (the default) is the robust measure on a shared machine.
+        if (d.backend != BackendKind::cpu) bm->UseRealTime();
+      }
+      // Half precision, at the large size only (add at 4 Mi elements, matmul at 512): named after the f32 one
+      // with the dtype appended, on each backend that computes the dtype.
+      for (DType dt : {DType::f16, DType::bf16}) {
+        if (!takes_dtype(id, dt) || !backend_for(d).dtypes().contains(dt)) continue;
+        const std::string name = fmt::format("kernel/{}/{}/{}/{}", op_def(id).name, backend_name(d.backend),
+                                             size_name(SizeClass::large), dtype_name(dt));
+        auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, SizeClass::large, dt);
+        bm->Unit(benchmark::kMicrosecond);
         if (d.backend != BackendKind::cpu) bm->UseRealTime();
       }
     }
@@ -122,14 +134,20 @@ void register_all() {
 
 int check_args() {
   int failures = 0, unsupported = 0, ran = 0;
+  // Every size in f32; f16 and bf16 at the small size (run) and the large one (registered; built and validated).
+  std::vector<std::pair<SizeClass, DType>> cases;
+  for (SizeClass s : kAllSizes) cases.push_back({s, DType::f32});
+  for (DType dt : {DType::f16, DType::bf16})
+    for (SizeClass s : {SizeClass::small, SizeClass::large}) cases.push_back({s, dt});
   for (Device d : bench_devices()) {
     Backend& b = backend_for(d);
     for (OpId id = 0; id < kNumOps; ++id) {
-      for (SizeClass s : kAllSizes) {
+      for (const auto& [s, dt] : cases) {
+        if (dt != DType::f32 && (!takes_dtype(id, dt) || !b.dtypes().contains(dt))) continue;
         const std::string where =
-            fmt::format("{} on {} ({})", op_def(id).name, d.str(), size_name(s));
+            fmt::format("{} on {} ({}, {})", op_def(id).name, d.str(), size_name(s), dtype_name(dt));
         try {
-          std::unique_ptr<OpCase> c = make_op_case(id, d, s);  // validates
+          std::unique_ptr<OpCase> c = make_op_case(id, d, s, dt);  // validates
           if (b.kernel(id) == nullptr && !runs_in_dispatch(id)) {
             ++unsupported;
             continue;
@@ -148,7 +166,8 @@ int check_args() {
       }
     }
   }
-  fmt::print("bench_kernels: {} ops x {} backends x 3 sizes: {} failures, {} unsupported (skipped), {} ran\n",
+  fmt::print("bench_kernels: {} ops x {} backends x 3 sizes (f32; f16 and bf16 at two): {} failures, {} unsupported "
+             "(skipped), {} ran\n",
              kNumOps, bench_devices().size(), failures, unsupported, ran);
   return failures == 0 ? 0 : 1;
 }

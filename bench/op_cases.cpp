@@ -80,11 +80,14 @@ class Values {
   uint64_t state_ = 0x9e3779b97f4a7c15ull;
 };
 
-// The dtype a tensor parameter gets: f32 when it accepts it, else i32, else bool; parameters of one dtype group
-// share the first choice made in the group.
-DType pick_dtype(const ParamDef& p, std::array<int, 8>& group_dtype) {
+// The dtype a tensor parameter gets: `preferred` when it accepts it, else f32, else i32, else bool; parameters of
+// one dtype group share the first choice made in the group.
+DType pick_dtype(const ParamDef& p, std::array<int, 8>& group_dtype, DType preferred) {
   if (p.same_dtype_group && group_dtype[p.same_dtype_group] >= 0) return DType(group_dtype[p.same_dtype_group]);
-  DType d = p.dtypes.contains(DType::f32) ? DType::f32 : p.dtypes.contains(DType::i32) ? DType::i32 : DType::boolean;
+  DType d = p.dtypes.contains(preferred)    ? preferred
+            : p.dtypes.contains(DType::f32) ? DType::f32
+            : p.dtypes.contains(DType::i32) ? DType::i32
+                                            : DType::boolean;
   if (p.same_dtype_group) group_dtype[p.same_dtype_group] = int(d);
   return d;
 }
@@ -176,7 +179,14 @@ DType dtype_attr(const OpDef& op) { return op.family == OpFamily::cast ? DType::
 
 int64_t matmul_dim(SizeClass s) { return s == SizeClass::small ? 32 : s == SizeClass::medium ? 128 : 512; }
 
-std::unique_ptr<OpCase> make_op_case(OpId id, Device device, SizeClass size) {
+bool takes_dtype(OpId id, DType dt) {
+  const OpDef& op = op_def(id);
+  for (int i = 0; i < op.num_params; ++i)
+    if (is_tensor_role(op.params[size_t(i)].role) && op.params[size_t(i)].dtypes.contains(dt)) return true;
+  return false;
+}
+
+std::unique_ptr<OpCase> make_op_case(OpId id, Device device, SizeClass size, DType float_dtype) {
   const OpDef& op = op_def(id);
   auto c = std::make_unique<OpCase>();
   c->id = id;
@@ -192,7 +202,7 @@ std::unique_ptr<OpCase> make_op_case(OpId id, Device device, SizeClass size) {
   group_dtype.fill(-1);
   std::vector<std::string> labels;
   auto make_tensor = [&](const ParamDef& p, const Shape& shape) -> const Tensor& {
-    const DType dt = pick_dtype(p, group_dtype);
+    const DType dt = pick_dtype(p, group_dtype, float_dtype);
     // An index parameter indexes the op's axis 0 of the first tensor (index_select); keep values in range.
     const int64_t bound = c->tensors.empty() ? 1 : std::max<int64_t>(1, c->tensors.front().shape()[0]);
     std::vector<uint8_t> data = values.make(dt, p.domain, shape.numel(), bound);

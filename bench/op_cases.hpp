@@ -37,7 +37,12 @@ struct OpCase {
 
 // Builds valid arguments for op `id` on `device` at `size`. Raises crossfire errors as dispatch would (the inputs
 // are created with from_data on `device`), and std::logic_error for a family this generator does not know.
-std::unique_ptr<OpCase> make_op_case(OpId id, Device device, SizeClass size);
+// `float_dtype` is the dtype of every tensor parameter that accepts it (f16 and bf16 benchmarks); others get f32,
+// else i32, else bool.
+std::unique_ptr<OpCase> make_op_case(OpId id, Device device, SizeClass size, DType float_dtype = DType::f32);
+
+// Whether op `id` has a tensor parameter that accepts `dt` (an op with a dtype variant of its benchmark).
+bool takes_dtype(OpId id, DType dt);
 
 // The square matmul size used at each size class (shared with the Eigen reference GEMM).
 int64_t matmul_dim(SizeClass s);

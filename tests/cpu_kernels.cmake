@@ -4,4 +4,6 @@
 # backend is compared against.
 crossfire_core_test(cpu_kernels AREA ops
                     SOURCES ${CMAKE_CURRENT_LIST_DIR}/cpu_kernels_values_test.cpp
-                            ${CMAKE_CURRENT_LIST_DIR}/cpu_kernels_structure_test.cpp)
+                            ${CMAKE_CURRENT_LIST_DIR}/cpu_kernels_structure_test.cpp
+                            ${CMAKE_CURRENT_LIST_DIR}/cpu_half_conversion_test.cpp
+                    LIBS Eigen3::Eigen)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels: unary, binary (numpy broadcasting), compare, logic, where and cast. One driver,
 // map_elementwise(), serves them all; each op is a small functor whose constraints say which dtypes it takes.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <tuple>
@@ -69,6 +71,51 @@ void map_elementwise(TensorImpl& out, const F& f, ImplOf<In>... in) {
     }(Seq{});
     dispatch_mask(mask, o + out_off, len, f, p, Seq{}, Masks{});
   });
+}
+
+// f16/bf16 (Note [Half precision on the CPU] in kernel_support.hpp): f is the op's f32 case, Out is T (arithmetic:
+// rounded once to T) or uint8_t (compare: a bool). When every input is the output's size or one element, blocks of
+// each input are widened into f32 (widen_block), f runs over them through the f32 driver's loops, and the block is
+// narrowed into the output (narrow_block): the conversions vectorise, and so does f. Other layouts (a broadcast
+// row) convert element by element, with the same results.
+template <size_t>
+using F32Ptr = const float*;
+constexpr int64_t kHalfBlock = 1024;
+
+template <class T, class Out, class F, class... In>
+void map_half(TensorImpl& out, const F& f, ImplOf<In>... in) {
+  constexpr size_t N = sizeof...(In);
+  const int64_t n = out.numel;
+  if (n == 0) return;
+  if (!((in.numel == n || in.numel == 1) && ...)) {
+    if constexpr (std::is_same_v<Out, T>)
+      map_elementwise<T, In...>(out, [&](In... v) { return from_f32<T>(f(to_f32(v)...)); }, in...);
+    else
+      map_elementwise<Out, In...>(out, [&](In... v) { return f(to_f32(v)...); }, in...);
+    return;
+  }
+  const std::array<const TensorImpl*, N> ins{&in...};
+  alignas(64) float buf[N][kHalfBlock];
+  alignas(64) float res[kHalfBlock];
+  unsigned mask = 0;
+  for (size_t k = 0; k < N; ++k)
+    if (n > 1 && ins[k]->numel == 1) {
+      mask |= 1u << k;
+      buf[k][0] = to_f32(data_of<const T>(*ins[k])[0]);
+    }
+  using Seq = std::make_index_sequence<N>;
+  const auto p = [&]<size_t... I>(std::index_sequence<I...>) { return std::tuple<F32Ptr<I>...>{buf[I]...}; }(Seq{});
+  for (int64_t start = 0; start < n; start += kHalfBlock) {
+    const int64_t len = std::min(kHalfBlock, n - start);
+    for (size_t k = 0; k < N; ++k)
+      if (!((mask >> k) & 1u)) widen_block(data_of<const T>(*ins[k]) + start, buf[k], len);
+    if constexpr (std::is_same_v<Out, T>) {
+      dispatch_mask(mask, res, len, f, p, Seq{}, std::make_index_sequence<size_t(1) << N>{});
+      narrow_block(res, data_of<T>(out) + start, len);
+    } else {
+      dispatch_mask(mask, data_of<Out>(out) + start, len, f, p, Seq{}, std::make_index_sequence<size_t(1) << N>{});
+    }
+  }
 }
 
 // ---- functors ------------------------------------------------------------------------------------------------------
@@ -193,8 +240,7 @@ constexpr bool returns_same() {
   else return false;
 }
 
-// f16/bf16 (Note [Half precision on the CPU] in kernel_support.hpp): the functor's f32 case on the widened values,
-// rounded once to the dtype (a half's conversion to float is exact, and the store rounds to nearest even).
+// f16/bf16: the functor's f32 case on the widened values, rounded once to the dtype (map_half).
 template <class Op>
 void unary_with(const KernelCall& c, const Op& op) {
   const TensorImpl& x = impl_of(c, 0);
@@ -202,7 +248,7 @@ void unary_with(const KernelCall& c, const Op& op) {
     if constexpr (returns_same<Op, T>())
       map_elementwise<T, T>(c.out, op, x);
     else if constexpr (kIsHalf<T> && returns_same<Op, float>())
-      map_elementwise<T, T>(c.out, [&](T v) { return T(op(static_cast<float>(v))); }, x);
+      map_half<T, T, Op, T>(c.out, op, x);
   });
 }
 template <class Op>
@@ -217,8 +263,7 @@ void binary_kernel(const KernelCall& c) {  // same-dtype arithmetic: the output 
     if constexpr (returns_same<Op, T, T>())
       map_elementwise<T, T, T>(c.out, Op{}, a, b);
     else if constexpr (kIsHalf<T> && returns_same<Op, float, float>())
-      map_elementwise<T, T, T>(
-          c.out, [](T x, T y) { return T(Op{}(static_cast<float>(x), static_cast<float>(y))); }, a, b);
+      map_half<T, T, Op, T, T>(c.out, Op{}, a, b);
   });
 }
 
@@ -229,8 +274,7 @@ void predicate_kernel(const KernelCall& c) {  // compare and logic: bool out
     if constexpr (std::is_invocable_v<Op, T, T>)
       map_elementwise<uint8_t, T, T>(c.out, Op{}, a, b);
     else if constexpr (kIsHalf<T> && std::is_invocable_v<Op, float, float>)
-      map_elementwise<uint8_t, T, T>(
-          c.out, [](T x, T y) { return Op{}(static_cast<float>(x), static_cast<float>(y)); }, a, b);
+      map_half<T, uint8_t, Op, T, T>(c.out, Op{}, a, b);
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -52,6 +53,57 @@ using f16 = Eigen::half;
 using bf16 = Eigen::bfloat16;
 template <class T>
 inline constexpr bool kIsHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+// Note [Half conversions without branches]
+// Eigen's half <-> float conversions use F16C only when the whole build targets it (-mf16c), and otherwise a
+// branchy software path that kept f16 add at a seventh of f32's throughput. These are the same roundings written
+// without branches (every case is computed and one is selected), so a loop over them vectorises on baseline
+// x86-64: f16 and bf16 -> f32 are exact; f32 -> f16 and f32 -> bf16 round to nearest, ties to even, overflow to
+// the infinity of the sign, and send a NaN to the quiet NaN of its sign (0x7e00, 0x7fc0), as Eigen does.
+// tests/cpu/half_conversion_test.cpp checks them against Eigen on every half and on 2^24 spread floats.
+inline float half_bits_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t em = uint32_t(h & 0x7fffu) << 13;  // exponent and mantissa in f32's place
+  const uint32_t exp = em & (0x1fu << 23);
+  const float normal = std::bit_cast<float>(em + (112u << 23));              // rebias 15 -> 127
+  const float special = std::bit_cast<float>(em + (224u << 23));             // inf and NaN: exponent 255
+  const float sub = std::bit_cast<float>(em + (113u << 23)) - 0x1p-14f;      // zero and subnormals, exactly
+  const float r = exp == (0x1fu << 23) ? special : exp == 0 ? sub : normal;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(r) | sign);
+}
+inline uint16_t f32_to_half_bits(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  const uint32_t big = u > 0x7f800000u ? 0x7e00u : 0x7c00u;                 // NaN, or inf and |x| >= 2^16
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + 0.5f) - 0x3f000000u;  // the FPU rounds
+  const uint32_t odd = (u >> 13) & 1u;
+  const uint32_t normal = (u - (112u << 23) + 0xfffu + odd) >> 13;          // a carry may reach inf: correct
+  const uint32_t r = u >= 0x47800000u ? big : u < (113u << 23) ? sub : normal;
+  return uint16_t(r | (sign >> 16));
+}
+inline float bf16_bits_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+inline uint16_t f32_to_bf16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+// The value of a stored half as f32 (exact), and an f32 rounded to a half (T = f16 or bf16).
+inline float to_f32(f16 v) { return half_bits_to_f32(std::bit_cast<uint16_t>(v)); }
+inline float to_f32(bf16 v) { return bf16_bits_to_f32(std::bit_cast<uint16_t>(v)); }
+template <class T>
+inline T from_f32(float x) {
+  if constexpr (std::is_same_v<T, f16>) return std::bit_cast<f16>(f32_to_half_bits(x));
+  else return std::bit_cast<bf16>(f32_to_bf16_bits(x));
+}
+
+// n contiguous elements at once (half.cpp): the same results as the scalar functions above, element for element
+// (a NaN's payload aside), vectorised where the CPU allows.
+void widen_block(const f16* in, float* out, int64_t n);
+void widen_block(const bf16* in, float* out, int64_t n);
+void narrow_block(const float* in, f16* out, int64_t n);
+void narrow_block(const float* in, bf16* out, int64_t n);
 
 // Calls f(TypeTag<T>{}) with T the C++ type that stores dtype `d`.
 template <class F>
@@ -107,10 +159,10 @@ inline D convert(S x) {
   if constexpr (std::is_same_v<D, S>) {
     return x;
   } else if constexpr (kIsHalf<S>) {
-    return convert<D>(static_cast<float>(x));  // exact: every f16/bf16 value is an f32 value
+    return convert<D>(to_f32(x));  // exact: every f16/bf16 value is an f32 value
   } else if constexpr (kIsHalf<D>) {
-    if constexpr (std::is_same_v<S, float>) return D(x);
-    else return D(f64_to_f32_odd(double(x)));  // double, i32 (exact in double), bool
+    if constexpr (std::is_same_v<S, float>) return from_f32<D>(x);
+    else return from_f32<D>(f64_to_f32_odd(double(x)));  // double, i32 (exact in double), bool
   } else if constexpr (std::is_same_v<D, uint8_t>) {
     return uint8_t(x != S(0));
   } else if constexpr (std::is_same_v<D, int32_t>) {
@@ -125,7 +177,8 @@ inline D convert(S x) {
 
 // Note [Half precision on the CPU]
 // The CPU backend computes every f16/bf16 op in f32 and rounds once (Note [Half precision] in device.hpp).
-// Elementwise ops do it per element (elementwise.cpp); data movement copies 2-byte elements; the ops that compute
+// Elementwise ops do it per element, on blocks widened to f32 and narrowed back (elementwise.cpp's map_half, with
+// the block conversions of Note [Half conversions without branches]); data movement copies 2-byte elements; the ops that compute
 // over many elements (sum, mean, max, argmax, softmax, matmul, conv2d, fold) run their f32 kernel through
 // widened<>: every f16/bf16 tensor argument is widened (exactly) into an f32 scratch tensor, the f32 kernel writes
 // an f32 scratch result, and that is rounded once into the output. The scratch tensors belong to no device and

@@ -93,11 +93,19 @@ constexpr std::string_view dtype_name(DType d) {
   return "?";
 }
 // bool is stored as one byte holding 0 or 1; f16 and bf16 as their 16 bits.
+// Each of these is one shift of a constant (4 bits per dtype for the size, 1 for the classes): they run in every
+// tensor's construction and every dispatch, which must not slow down as dtypes are added.
 constexpr size_t dtype_size(DType d) {
-  return d == DType::boolean ? 1 : (d == DType::f16 || d == DType::bf16) ? 2 : 4;
+  static_assert(kNumDTypes <= 8);
+  constexpr uint32_t kSizes = 4u | 4u << 4 | 1u << 8 | 2u << 12 | 2u << 16;  // f32 i32 bool f16 bf16
+  return (kSizes >> (4 * unsigned(d))) & 0xfu;
 }
-constexpr bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
-constexpr bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+constexpr bool is_float(DType d) { return (0b11001u >> unsigned(d)) & 1u; }  // f32, f16, bf16
+constexpr bool is_half(DType d) { return (0b11000u >> unsigned(d)) & 1u; }   // f16, bf16
+static_assert(dtype_size(DType::f32) == 4 && dtype_size(DType::i32) == 4 && dtype_size(DType::boolean) == 1 &&
+              dtype_size(DType::f16) == 2 && dtype_size(DType::bf16) == 2);
+static_assert(is_float(DType::f32) && is_float(DType::f16) && is_float(DType::bf16) && !is_float(DType::i32) &&
+              !is_float(DType::boolean) && is_half(DType::f16) && is_half(DType::bf16) && !is_half(DType::f32));
 DType parse_dtype(std::string_view text);  // throws InvalidArgument
 
 // f64 -> f32 rounded to nearest (ties to even), a value at or past FLT_MAX + half an ulp becoming the infinity of its
