@@ -4,6 +4,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -58,7 +59,12 @@ Tensor widen(const TensorImpl& x) {
 #define CROSSFIRE_SIMD_TARGET __attribute__((target("avx2,f16c")))
 
 bool has_simd() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // (clang 14's __builtin_cpu_supports does not know "f16c": CPUID leaf 1, ECX bit 29, says it. "avx2" also checks
+  // that the OS saves the AVX registers.)
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
   return yes;
 }
 
