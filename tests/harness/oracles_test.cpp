@@ -319,6 +319,34 @@ TEST(GradientOracle, SkipsADiscreteValueThatDiffersAtThePointAlone) {
   EXPECT_GE(away.counts[size_t(OracleKind::gradients)].checked, 1u);
 }
 
+// Note [Seeding only the finite elements]: a root with one infinite element used to leave no finite loss, and
+// every gradient of the program went unchecked. Now the finite elements are the loss and the seed: element 0 of the
+// leaf is checked (slope 1), element 1 too (it reaches only the infinite element: slope 0, seed 0), and a planted
+// fault in the gradients is caught.
+TEST(GradientOracle, ChecksTheFiniteElementsOfARootWithAnInfiniteOne) {
+  const Program p = parse_program("crossfire-program 2\ninput %0 f32 [2] cpu:0 tracked = 0x1p+0 0x1p+1\n"
+                                  "input %1 f32 [2] cpu:0 = 0x0p+0 inf\nnode %2 add lhs=%0 rhs=%1\nbackward %2\n");
+  const ProgramReport clean = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+  EXPECT_EQ(skipped(clean, SkipReason::no_finite_difference), 0u);
+  EXPECT_GE(clean.counts[size_t(OracleKind::gradients)].checked, 2u);
+  const ProgramReport faulty = check_program(p, only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(faulty, OracleKind::gradients, "finite differences")) << failures(faulty);
+}
+
+// A step added to 1e30 between the leaf and the root is lost in f64 there, however small the root's values:
+// sub(add(a, x), a) with a = 1e30 is 0 in f64 for x's step, while the gradient is 1 (a campaign, seed 1). That
+// element is below the resolution of finite differences and skipped, not reported; the others are checked.
+TEST(GradientOracle, SkipsAStepLostInAHugeIntermediate) {
+  const Program p = parse_program(
+      "crossfire-program 2\ninput %0 f32 [2, 2, 1, 1] cpu:0 = 0x0p+0 0x0p+0 0x0p+0 0x1.93e594p+99\n"
+      "input %1 f32 [1, 1] cpu:0 tracked = 0x0p+0\nnode %2 add lhs=%0 rhs=%1\nnode %3 sub lhs=%2 rhs=%0\n"
+      "backward %3\n");
+  const ProgramReport r = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  EXPECT_GE(skipped(r, SkipReason::below_resolution), 1u);
+}
+
 TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {
   Program p = add_and_reshape();
   p.values.push_back(Value{node("sum", {ValueRef{3, {}}, int64_t(0), false})});

@@ -51,7 +51,8 @@ enum class SkipReason : uint8_t {
   branches_differ,         // gradients: two devices took different discrete branches (Note [Branches across devices])
   on_kink,                 // gradients: an input of a piecewise op is 0 or tied with another (its kink)
   no_finite_difference,    // gradients: a step is not representable in f32, or the loss is not finite at x +- h
-  below_resolution,        // gradients: the change is below f64's resolution of the loss, or the slope past 1e38
+  below_resolution,        // gradients: the change is below f64's resolution of the loss or of a value on the way,
+                           // or the slope past 1e38
   not_smooth,              // gradients: a discrete value flips within the step, or the one-sided slopes disagree
   nonfinite_intermediate,  // gradients: a non-finite value or a domain boundary upstream (the chain rule's 0 * inf)
   adjoint_past_f32,        // gradients: an adjoint past f32's range (Note [Adjoints past f32])
