@@ -101,29 +101,26 @@ std::vector<Device> bench_devices() {
   return out;
 }
 
+void register_kernel(OpId id, Device d, SizeClass s, DType dt) {
+  // f32 is the unsuffixed name; another dtype is appended ("kernel/add/cpu/large/f16").
+  std::string name = fmt::format("kernel/{}/{}/{}", op_def(id).name, backend_name(d.backend), size_name(s));
+  if (dt != DType::f32) name += fmt::format("/{}", dtype_name(dt));
+  auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, s, dt);
+  bm->Unit(benchmark::kMicrosecond);
+  // An asynchronous backend's kernels run while the host thread waits: wall time is the measure there. CPU
+  // kernels run on the calling thread, and CPU time (the default) is the robust measure on a shared machine.
+  if (d.backend != BackendKind::cpu) bm->UseRealTime();
+}
+
 void register_all() {
   const std::vector<Device> devices = bench_devices();
   for (OpId id = 0; id < kNumOps; ++id) {
     for (Device d : devices) {
-      for (SizeClass s : kAllSizes) {
-        const std::string name =
-            fmt::format("kernel/{}/{}/{}", op_def(id).name, backend_name(d.backend), size_name(s));
-        auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, s, DType::f32);
-        bm->Unit(benchmark::kMicrosecond);
-        // An asynchronous backend's kernels run while the host thread waits: wall time is the measure there. CPU
-        // kernels run on the calling thread, and CPU time (the default) is the robust measure on a shared machine.
-        if (d.backend != BackendKind::cpu) bm->UseRealTime();
-      }
-      // Half precision, at the large size only (add at 4 Mi elements, matmul at 512): named after the f32 one
-      // with the dtype appended, on each backend that computes the dtype.
-      for (DType dt : {DType::f16, DType::bf16}) {
-        if (!takes_dtype(id, dt) || !backend_for(d).dtypes().contains(dt)) continue;
-        const std::string name = fmt::format("kernel/{}/{}/{}/{}", op_def(id).name, backend_name(d.backend),
-                                             size_name(SizeClass::large), dtype_name(dt));
-        auto* bm = benchmark::RegisterBenchmark(name.c_str(), kernel_benchmark, id, d, SizeClass::large, dt);
-        bm->Unit(benchmark::kMicrosecond);
-        if (d.backend != BackendKind::cpu) bm->UseRealTime();
-      }
+      for (SizeClass s : kAllSizes) register_kernel(id, d, s, DType::f32);
+      // Half precision, at the large size only (add at 4 Mi elements, matmul at 512), on each backend that
+      // computes the dtype.
+      for (DType dt : {DType::f16, DType::bf16})
+        if (takes_dtype(id, dt) && backend_for(d).dtypes().contains(dt)) register_kernel(id, d, SizeClass::large, dt);
     }
   }
   for (SizeClass s : kAllSizes) {

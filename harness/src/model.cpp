@@ -58,6 +58,11 @@ InFlight::~InFlight() { g_call_word->store(0, std::memory_order_relaxed); }
 
 // ---- the model -------------------------------------------------------------------------------------------------
 
+std::string arg_label(const OpDef& op, int param, int list_index) {
+  const std::string_view name = op.params[size_t(param)].name;
+  return list_index < 0 ? std::string(name) : fmt::format("{}[{}]", name, list_index);
+}
+
 Device ref_device(const std::vector<NodePrediction>& pred, const ValueRef& r) {
   return r.on ? *r.on : pred[size_t(r.id)].device;
 }
@@ -92,7 +97,7 @@ std::vector<NodePrediction> predict(const Program& p) {
         if (auto* d = std::get_if<Device>(&a)) explicit_device = *d, has_device_attr = true;
       }
       auto add = [&](const ValueRef& r, int li) {
-        present.push_back({li < 0 ? std::string(pd.name) : fmt::format("{}[{}]", pd.name, li), i, li,
+        present.push_back({arg_label(op, i, li), i, li,
                            ref_device(out, r), out[size_t(r.id)].tracked && pd.grad == GradPolicy::differentiable});
       };
       if (auto* r = std::get_if<ValueRef>(&a)) add(*r, -1);
@@ -440,9 +445,8 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
           }
           ++k;
         };
-        if (singles[size_t(i)].defined()) check(singles[size_t(i)], std::string(op.params[size_t(i)].name));
-        for (size_t j = 0; j < lists[size_t(i)].size(); ++j)
-          check(lists[size_t(i)][j], fmt::format("{}[{}]", op.params[size_t(i)].name, j));
+        if (singles[size_t(i)].defined()) check(singles[size_t(i)], arg_label(op, i, -1));
+        for (size_t j = 0; j < lists[size_t(i)].size(); ++j) check(lists[size_t(i)][j], arg_label(op, i, int(j)));
       }
     }
     if (opts.capture) calls[v] = std::move(node_call);  // read back after the last node

@@ -955,7 +955,7 @@ class Checker {
           if (pd.role == ParamRole::tensor_list) {
             if (l2[size_t(p)].empty()) continue;
             l2[size_t(p)][0] = tensor_of(bad, l2[size_t(p)][0].shape(), d);
-            want_param = fmt::format("{}[0]", pd.name);
+            want_param = arg_label(op, p, 0);
           } else {
             s2[size_t(p)] = tensor_of(bad, s2[size_t(p)].shape(), d);
             want_param = std::string(pd.name);
@@ -1015,7 +1015,7 @@ class Checker {
           t = tensor_of(m->dtype, t.shape(), d);
           want = ErrorKind::dtype_mismatch;
           want_param = first_dtype_offender(op, s2, l2);
-          what = fmt::format("`{}` given {}", label_of(op, m->param, m->list_index), dtype_name(m->dtype));
+          what = fmt::format("`{}` given {}", arg_label(op, m->param, m->list_index), dtype_name(m->dtype));
           if (want_param.empty()) continue;  // (cannot happen: the mutation made two members differ)
         } else {  // a wrong device and a wrong dtype at once: the device error takes precedence
           if (!other) continue;
@@ -1056,11 +1056,7 @@ class Checker {
         }
         if (o_.fault == PlantedFault::accept_bad_input) obs.reset();
         if (o_.fault == PlantedFault::misblame_dtype && obs && obs->kind == ErrorKind::dtype_mismatch)
-          for (int i = 0; i < op.num_params; ++i)
-            if (is_tensor_role(op.params[size_t(i)].role) && !(op.params[size_t(i)].role == ParamRole::tensor_list ? l2[size_t(i)].empty() : !s2[size_t(i)].defined())) {
-              obs->param = label_of(op, i, op.params[size_t(i)].role == ParamRole::tensor_list ? 0 : -1);
-              break;
-            }
+          obs->param = first_tensor_label(op, s2, l2);
         ++done;
         counts(OracleKind::bad_input).checked++;
         std::string diff;
@@ -1084,9 +1080,14 @@ class Checker {
 
   static constexpr int kBadInputKinds = 7;
 
-  static std::string label_of(const OpDef& op, int param, int list_index) {
-    return list_index < 0 ? std::string(op.params[size_t(param)].name)
-                          : fmt::format("{}[{}]", op.params[size_t(param)].name, list_index);
+  // The call's first present tensor argument (the planted fault misblame_dtype names it).
+  static std::string first_tensor_label(const OpDef& op, const std::vector<Tensor>& s,
+                                        const std::vector<std::vector<Tensor>>& l) {
+    for (int i = 0; i < op.num_params; ++i) {
+      if (op.params[size_t(i)].role == ParamRole::tensor_list && !l[size_t(i)].empty()) return arg_label(op, i, 0);
+      if (s[size_t(i)].defined()) return arg_label(op, i, -1);
+    }
+    return "";
   }
   // Contract section 4, step 3, written from the contract, not from dispatch: in signature order (list elements in
   // order), the first tensor whose dtype its parameter does not accept, or that differs from the first element of
@@ -1105,10 +1106,10 @@ class Checker {
       }
       for (const auto& [t, li] : ts) {
         const DType dt = t->dtype();
-        if (!pd.dtypes.contains(dt) || (li > 0 && dt != ts[0].first->dtype())) return label_of(op, i, li);
+        if (!pd.dtypes.contains(dt) || (li > 0 && dt != ts[0].first->dtype())) return arg_label(op, i, li);
         if (pd.same_dtype_group) {
           std::optional<DType>& g = group[pd.same_dtype_group & 7];
-          if (g && *g != dt) return label_of(op, i, li);
+          if (g && *g != dt) return arg_label(op, i, li);
           if (!g) g = dt;
         }
       }

@@ -108,10 +108,11 @@ CROSSFIRE_SIMD_TARGET void narrow_bf16_simd(const float* in, uint16_t* out, int6
 }
 #endif
 
-const uint16_t* bits_of(const f16* p) { return reinterpret_cast<const uint16_t*>(p); }
-const uint16_t* bits_of(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
-uint16_t* bits_of(f16* p) { return reinterpret_cast<uint16_t*>(p); }
-uint16_t* bits_of(bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+// A half's storage as its 16-bit pattern (f16 and bf16 are 2-byte wrappers of it).
+template <class T>
+const uint16_t* bits_of(const T* p) { return reinterpret_cast<const uint16_t*>(p); }
+template <class T>
+uint16_t* bits_of(T* p) { return reinterpret_cast<uint16_t*>(p); }
 
 }  // namespace
 

@@ -36,6 +36,10 @@ struct NodePrediction {
   std::optional<PredictedMismatch> mismatch;  // the exact DeviceMismatch, when one is due
 };
 
+// How the contract names a tensor argument in an error (section 4): the parameter's name, with `[i]` for element i
+// of a list (list_index >= 0): `rhs`, `tensors[3]`. The model's own spelling, not dispatch's.
+std::string arg_label(const OpDef& op, int param, int list_index);
+
 // One entry per value (inputs too: their device and tracked flag).
 std::vector<NodePrediction> predict(const Program& p);
 
