@@ -7,4 +7,5 @@ crossfire_backend_test(ops REGISTERED AREA ops
                                ${CMAKE_CURRENT_LIST_DIR}/ops_forward_test.cpp
                                ${CMAKE_CURRENT_LIST_DIR}/ops_hand_test.cpp
                                ${CMAKE_CURRENT_LIST_DIR}/ops_large_test.cpp
-                               ${CMAKE_CURRENT_LIST_DIR}/ops_reference_test.cpp)
+                               ${CMAKE_CURRENT_LIST_DIR}/ops_reference_test.cpp
+                               ${CMAKE_CURRENT_LIST_DIR}/reference_vjp_test.cpp)

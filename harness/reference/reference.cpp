@@ -3,6 +3,7 @@
 // evaluation function per op, found through a name -> function table that is checked against kOpTable at compile
 // time. Nothing here is shared with kernels/ or with dispatch/src/rules.cpp.
 #include "reference/reference.hpp"
+#include "reference/indexing.hpp"
 
 #include <fmt/format.h>
 
@@ -174,69 +175,9 @@ double convert(double v, DType to) {
 double wrap_i32(int64_t v) { return double(int32_t(uint32_t(uint64_t(v)))); }
 int64_t as_int(double v) { return int64_t(v); }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Shapes and indexing
-// ---------------------------------------------------------------------------------------------------------------
+// Shapes and indexing: indexing.hpp (shared with vjp.cpp).
+using namespace detail;
 
-using Index = std::array<int64_t, kMaxRank>;
-
-// Row-major strides (own code: the reference keeps no dependency on the core's helpers beyond the types).
-Index strides_of(const Shape& s) {
-  Index st{};
-  int64_t acc = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    st[size_t(i)] = acc;
-    acc *= s[i];
-  }
-  return st;
-}
-
-// Advances a row-major multi-index; returns false after the last element.
-bool next_index(Index& idx, const Shape& s) {
-  for (int a = s.rank() - 1; a >= 0; --a) {
-    if (++idx[size_t(a)] < s[a]) return true;
-    idx[size_t(a)] = 0;
-  }
-  return false;
-}
-
-int64_t offset_of(const Index& idx, const Index& strides, int rank) {
-  int64_t o = 0;
-  for (int a = 0; a < rank; ++a) o += idx[size_t(a)] * strides[size_t(a)];
-  return o;
-}
-
-// For each element of `out` (row-major), the flat index of the element of `in` that numpy broadcasting maps to it:
-// in's dims align with out's trailing dims, and size-1 dims repeat.
-std::vector<int64_t> broadcast_sources(const Shape& in, const Shape& out) {
-  Index stride{};
-  int off = out.rank() - in.rank();
-  int64_t acc = 1;
-  for (int i = in.rank() - 1; i >= 0; --i) {
-    stride[size_t(i + off)] = in[i] == 1 ? 0 : acc;
-    acc *= in[i];
-  }
-  std::vector<int64_t> src(size_t(out.numel()));
-  Index idx{};
-  for (size_t e = 0; e < src.size(); ++e) {
-    src[e] = offset_of(idx, stride, out.rank());
-    next_index(idx, out);
-  }
-  return src;
-}
-
-// Splits a tensor around one axis: outer * len * inner == numel. Written apart from the core's split_at() on
-// purpose: the reference shares no code with what it checks.
-struct RefSplit {
-  int64_t outer = 1, len = 1, inner = 1;
-};
-RefSplit ref_split_at(const Shape& s, int axis) {
-  RefSplit a;
-  for (int i = 0; i < axis; ++i) a.outer *= s[i];
-  a.len = s[axis];
-  for (int i = axis + 1; i < s.rank(); ++i) a.inner *= s[i];
-  return a;
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The evaluation context: typed, checked access to one call's arguments by the op table's parameter names

@@ -147,6 +147,27 @@ struct Mismatch {
 };
 std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got);
 
+// Note [The f64 derivative of a node]
+// vjp() differentiates one op in f64: given a call (its inputs, read as they are) and an upstream gradient u of the
+// output's shape, it gives the gradient of sum(u * op(inputs)) with respect to each tensor argument, in slots: one
+// per tensor argument in signature order, list elements expanded, absent optionals skipped (as autodiff numbers
+// them); nullopt for a parameter that is not differentiable (where's cond, index_select's index). Where an op's
+// derivative jumps, it follows the convention the op's doc string states in the op table ("Gradient: ..."): relu
+// and abs give 0 at 0; maximum sends a tie to lhs and minimum too (ge / le), and a NaN on either side to rhs;
+// max sends u to the first maximal element, argmax's; clamp passes u where min <= x <= max, both ends included.
+// Each gradient element carries the magnitude and term count of the bound (Note [The bound, and the rounding of
+// the output]) for `bound`: how far an f32 backward rule, evaluated from the same inputs and its forward output,
+// may lie from the exact value. The gradient oracle judges every backward rule on every device this way, at that
+// device's own forward values (the agreement oracle's principle), and runs reverse mode in f64 with it.
+// Raises InvalidArgument for a call the evaluator rejects, an op that is not differentiable, or a u of the wrong
+// shape.
+struct RefVjp {
+  ErrorBound bound;
+  std::vector<std::optional<RefResult>> grads;  // per slot
+};
+RefVjp vjp(const RefCall& call, const RefTensor& upstream);
+bool has_vjp(OpId op);  // whether the op is differentiable (has a derivative here)
+
 // Philox4x32-10 (Salmon et al. 2011), written here from the paper so that rand/randn are checked against an
 // independent generator: ten rounds, multipliers 0xD2511F53 / 0xCD9E8D57, key increments 0x9E3779B9 / 0xBB67AE85.
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
