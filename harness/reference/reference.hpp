@@ -157,13 +157,17 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
 // max sends u to the first maximal element, argmax's; clamp passes u where min <= x <= max, both ends included.
 // Each gradient element carries the magnitude and term count of the bound (Note [The bound, and the rounding of
 // the output]) for `bound`: how far an f32 backward rule, evaluated from the same inputs and its forward output,
-// may lie from the exact value. The gradient oracle judges every backward rule on every device this way, at that
+// may lie from the exact value. An elementwise term whose derivative factor (or an intermediate an f32 formula
+// forms, like div's l / r) is past f32's range has magnitude +inf: an f32 evaluation meets an infinity there while
+// the exact term may fit, so any finite value or the infinity of the term's sign passes (NaN does not). The
+// gradient oracle judges every backward rule on every device this way, at that
 // device's own forward values (the agreement oracle's principle), and runs reverse mode in f64 with it.
 // Raises InvalidArgument for a call the evaluator rejects, an op that is not differentiable, or a u of the wrong
 // shape.
 struct RefVjp {
   ErrorBound bound;
   std::vector<std::optional<RefResult>> grads;  // per slot
+  bool conserves = false;  // every upstream element goes whole to one slot, so the gradients add up to sum(u)
 };
 RefVjp vjp(const RefCall& call, const RefTensor& upstream);
 bool has_vjp(OpId op);  // whether the op is differentiable (has a derivative here)

@@ -86,12 +86,24 @@ int axis_of(const VjpCtx& c, int64_t a, int rank) {
 // Elementwise
 // ---------------------------------------------------------------------------------------------------------------
 
+// The largest finite f32.
+constexpr double kF32Max = 0x1.fffffep+127;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The magnitude of an elementwise gradient term u * d, where d (or another factor an f32 formula forms on the way,
+// `factor`) may be past f32's range: then an f32 evaluation meets an infinity where the exact term is finite, and
+// the term's error cannot be bounded (magnitude +inf: any finite value, or the infinity of the exact term's sign,
+// passes; NaN does not).
+double term_magnitude(double u, double m, double factor) { return std::fabs(factor) <= kF32Max ? std::fabs(u) * m : kInf; }
+
 // grad_x = u * d(x), with the magnitude |u| * m(x) (default |u * d(x)|).
 template <class D, class M>
 void unary(VjpCtx& c, D d, M m) {
   const RefTensor& x = c.tensor("x");
   RefResult& g = c.grad("x");
-  for (size_t i = 0; i < x.values.size(); ++i) add_term(g, i, c.u.values[i] * d(x.values[i]), std::fabs(c.u.values[i]) * m(x.values[i]));
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    const double xi = x.values[i], u = c.u.values[i], dx = d(xi);
+    add_term(g, i, u * dx, std::isnan(dx) ? std::fabs(u) * m(xi) : term_magnitude(u, m(xi), dx));
+  }
 }
 template <class D>
 void unary(VjpCtx& c, D d) {
@@ -129,8 +141,9 @@ void binary(VjpCtx& c, DL dl, DR dr, ML ml, MR mr, std::string_view lhs = "lhs",
   RefResult &ga = c.grad(lhs), &gb = c.grad(rhs);
   for (size_t j = 0; j < sa.size(); ++j) {
     const double x = a.values[size_t(sa[j])], y = b.values[size_t(sb[j])], u = c.u.values[j];
-    add_term(ga, size_t(sa[j]), u * dl(x, y), std::fabs(u) * ml(x, y));
-    add_term(gb, size_t(sb[j]), u * dr(x, y), std::fabs(u) * mr(x, y));
+    const double l = dl(x, y), r = dr(x, y);
+    add_term(ga, size_t(sa[j]), u * l, std::isnan(l) ? std::fabs(u) * ml(x, y) : term_magnitude(u, ml(x, y), l));
+    add_term(gb, size_t(sb[j]), u * r, std::isnan(r) ? std::fabs(u) * mr(x, y) : term_magnitude(u, mr(x, y), r));
   }
 }
 template <class DL, class DR>
@@ -149,8 +162,12 @@ void d_sub(VjpCtx& c) {
 void d_mul(VjpCtx& c) {
   binary(c, [](double, double y) { return y; }, [](double x, double) { return x; });
 }
+// d/dr = -(l / r) / r: an f32 formula forms the output l / r first, which may overflow where the gradient fits.
 void d_div(VjpCtx& c) {
-  binary(c, [](double, double y) { return 1.0 / y; }, [](double x, double y) { return -(x / y) / y; });
+  binary(
+      c, [](double, double y) { return 1.0 / y; }, [](double x, double y) { return -(x / y) / y; },
+      [](double, double y) { return std::fabs(1.0 / y); },
+      [](double x, double y) { return std::fabs(x / y) <= kF32Max ? std::fabs((x / y) / y) : kInf; });
 }
 // d/dl = r l^(r-1); d/dr = l^r ln l (domain l > 0). An f32 evaluation rounds r - 1 before the pow, which moves
 // l^(r-1) by up to eps * |(r - 1) ln l| relatively: the lhs magnitude carries that factor.
@@ -158,8 +175,14 @@ void d_pow(VjpCtx& c) {
   binary(
       c, [](double x, double y) { return y * std::pow(x, y - 1); },
       [](double x, double y) { return std::pow(x, y) * std::log(x); },
-      [](double x, double y) { return std::fabs(y * std::pow(x, y - 1)) * (1 + std::fabs((y - 1) * std::log(x))); },
-      [](double x, double y) { return std::fabs(std::pow(x, y) * std::log(x)); });
+      [](double x, double y) {
+        const double p = std::pow(x, y - 1);
+        return std::fabs(p) <= kF32Max ? std::fabs(y * p) * (1 + std::fabs((y - 1) * std::log(x))) : kInf;
+      },
+      [](double x, double y) {
+        const double p = std::pow(x, y);
+        return std::fabs(p) <= kF32Max ? std::fabs(p * std::log(x)) : kInf;
+      });
 }
 // maximum: all of u to lhs where lhs >= rhs (ties included), else to rhs (also where either is NaN).
 void d_maximum(VjpCtx& c) {
@@ -398,6 +421,7 @@ struct VjpEntry {
   VjpFn fn;
   // How far an f32 backward rule's result may lie from the exact one (Note [The f64 derivative of a node]).
   ErrorBound bound;
+  bool conserves = false;  // see RefVjp::conserves
 };
 // Bounds: k_const counts the f32 roundings of a plain evaluation of the formula above, plus the forward's own error
 // where the formula reads the output (exp: 4; sigmoid and tanh: 4 per sigmoid; pow: 16); k_per_term 1 where
@@ -419,9 +443,9 @@ constexpr VjpEntry kVjps[] = {
     {"mul", d_mul, {3, 1, false}},
     {"div", d_div, {5, 1, false}},
     {"pow", d_pow, {22, 1, false}},
-    {"maximum", d_maximum, kSummed},
-    {"minimum", d_minimum, kSummed},
-    {"where", d_where, kSummed},
+    {"maximum", d_maximum, kSummed, true},
+    {"minimum", d_minimum, kSummed, true},
+    {"where", d_where, kSummed, true},
     {"sum", d_sum, kRouted},
     {"mean", d_mean, {2, 0, false}},
     {"max", d_max, kRouted},
@@ -494,6 +518,7 @@ RefVjp vjp(const RefCall& call, const RefTensor& upstream) {
   e.fn(c);
   RefVjp r;
   r.bound = e.bound;
+  r.conserves = e.conserves;
   for (int i = 0; i < op.num_params; ++i) {
     const ParamDef& p = op.params[size_t(i)];
     if (!is_tensor_role(p.role)) continue;

@@ -132,14 +132,14 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 // generated, so a crash in it is still blamed on it). Only the rare messages are JSON objects: a program with
 // failures or a harness error (its done message), a failure being reduced, a worker's last message (`F`).
 //   S <i>
-//   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds> <r>
+//   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds> <checked backward rules> <r>
 //                  (<skip reason> <count>) x r) x 4 oracles <n>
 //     (<op id> <device position in c.devices> <checked> <unsupported>) x n      (coverage)
 std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::vector<std::string>& device_names) {
   std::string s = fmt::format("D {} {}", i, nodes);
   for (const OracleCounts& k : r.counts) {
-    fmt::format_to(std::back_inserter(s), " {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
-                   k.skipped_other, k.seconds);
+    fmt::format_to(std::back_inserter(s), " {} {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
+                   k.skipped_other, k.seconds, k.checked_backward_rules);
     const auto reasons = std::count_if(k.skipped_by.begin(), k.skipped_by.end(), [](uint64_t n) { return n > 0; });
     fmt::format_to(std::back_inserter(s), " {}", reasons);
     for (size_t why = 0; why < kNumSkipReasons; ++why)
@@ -417,6 +417,8 @@ std::optional<ProgramDone> parse_done_line(const std::string& line) {
     k.seconds = std::strtod(p, &end);
     ok &= end != p;
     p = end;
+    k.checked_backward_rules = whole();
+    ok &= k.checked_backward_rules <= k.checked;
     const uint64_t reasons = whole();
     uint64_t sum = 0;
     for (uint64_t j = 0; ok && j < reasons; ++j) {

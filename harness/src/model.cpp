@@ -288,13 +288,52 @@ RunResult run_on_device(const Program& p, Device d) {
 // the last node, when one wait covers the whole program. Results are functional values, never written after their
 // node ran, so what is read is what the node produced. An error raised by the read (a device lost) is recorded on
 // the node whose output it was reading, as before.
-namespace {
-struct NodeCall {
-  std::vector<Tensor> singles;
-  std::vector<std::vector<Tensor>> lists;
-  ArgPack pack;  // points into singles and lists: a NodeCall is never moved (it lives behind a unique_ptr)
-};
-}  // namespace
+
+std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor(const ValueRef&)>& resolve,
+                                    const std::function<Device(Device)>& map) {
+  const OpDef& op = op_def(n.op);
+  auto node_call = std::make_unique<NodeCall>();
+  std::vector<Tensor>& singles = node_call->singles;
+  std::vector<std::vector<Tensor>>& lists = node_call->lists;
+  singles.resize(size_t(op.num_params));
+  lists.resize(size_t(op.num_params));
+  ArgPack& pack = node_call->pack;
+  for (int i = 0; i < op.num_params; ++i) {
+    const NodeArg& a = n.args[size_t(i)];
+    const ParamRole role = op.params[size_t(i)].role;
+    Arg arg;
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, ValueRef>) {
+            singles[size_t(i)] = resolve(x);
+            arg = role == ParamRole::optional_tensor ? Arg::optional(&singles[size_t(i)]) : Arg::of(singles[size_t(i)]);
+          } else if constexpr (std::is_same_v<T, AbsentArg>) {
+            arg = role == ParamRole::optional_tensor ? Arg::optional(nullptr) : Arg::optional_integer(false, 0);
+          } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+            for (const ValueRef& r : x) lists[size_t(i)].push_back(resolve(r));
+            arg = Arg::of(std::span<const Tensor>(lists[size_t(i)]));
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            arg = role == ParamRole::optional_int_attr ? Arg::optional_integer(true, x) : Arg::integer(x);
+          } else if constexpr (std::is_same_v<T, double>) {
+            arg = Arg::scalar(x);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            arg = Arg::flag(x);
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            arg = Arg::of(IntList(x));
+          } else if constexpr (std::is_same_v<T, DType>) {
+            arg = Arg::of(x);
+          } else if constexpr (std::is_same_v<T, Device>) {
+            arg = Arg::of(map ? map(x) : x);
+          } else if constexpr (std::is_same_v<T, ByteData>) {
+            arg = Arg::of(std::span<const uint8_t>(x.bytes));
+          }
+        },
+        a);
+    pack.push(arg);
+  }
+  return node_call;
+}
 
 RunResult run_program(const Program& p, const RunOptions& opts) {
   auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
@@ -333,11 +372,6 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
     const NodeDef& n = p.values[v].node();
     const OpDef& op = op_def(n.op);
     // Arguments: the live values, moved to their override device (outside the checked call).
-    auto node_call = std::make_unique<NodeCall>();
-    std::vector<Tensor>& singles = node_call->singles;
-    std::vector<std::vector<Tensor>>& lists = node_call->lists;
-    singles.resize(size_t(op.num_params));
-    lists.resize(size_t(op.num_params));
     bool missing = false;
     auto resolve = [&](const ValueRef& r) -> Tensor {
       const Tensor& t = res.tensors[size_t(r.id)];
@@ -359,41 +393,10 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       }
       return t;
     };
-    ArgPack& pack = node_call->pack;
-    for (int i = 0; i < op.num_params; ++i) {
-      const NodeArg& a = n.args[size_t(i)];
-      const ParamRole role = op.params[size_t(i)].role;
-      Arg arg;
-      std::visit(
-          [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, ValueRef>) {
-              singles[size_t(i)] = resolve(x);
-              arg = role == ParamRole::optional_tensor ? Arg::optional(&singles[size_t(i)]) : Arg::of(singles[size_t(i)]);
-            } else if constexpr (std::is_same_v<T, AbsentArg>) {
-              arg = role == ParamRole::optional_tensor ? Arg::optional(nullptr) : Arg::optional_integer(false, 0);
-            } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
-              for (const ValueRef& r : x) lists[size_t(i)].push_back(resolve(r));
-              arg = Arg::of(std::span<const Tensor>(lists[size_t(i)]));
-            } else if constexpr (std::is_same_v<T, int64_t>) {
-              arg = role == ParamRole::optional_int_attr ? Arg::optional_integer(true, x) : Arg::integer(x);
-            } else if constexpr (std::is_same_v<T, double>) {
-              arg = Arg::scalar(x);
-            } else if constexpr (std::is_same_v<T, bool>) {
-              arg = Arg::flag(x);
-            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-              arg = Arg::of(IntList(x));
-            } else if constexpr (std::is_same_v<T, DType>) {
-              arg = Arg::of(x);
-            } else if constexpr (std::is_same_v<T, Device>) {
-              arg = Arg::of(map(x));
-            } else if constexpr (std::is_same_v<T, ByteData>) {
-              arg = Arg::of(std::span<const uint8_t>(x.bytes));
-            }
-          },
-          a);
-      pack.push(arg);
-    }
+    std::unique_ptr<NodeCall> node_call = bind_node(n, resolve, map);
+    const std::vector<Tensor>& singles = node_call->singles;
+    const std::vector<std::vector<Tensor>>& lists = node_call->lists;
+    const ArgPack& pack = node_call->pack;
     if (missing) {
       rec.status = NodeStatus::missing;
       continue;

@@ -2,6 +2,8 @@
 // The oracles (see oracles.hpp).
 #include "crossfire/harness/oracles.hpp"
 
+#include "oracle_internals.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -57,6 +59,7 @@ constexpr std::pair<std::string_view, PlantedFault> kPlantedFaults[] = {
     {"scale_gradient", PlantedFault::scale_gradient},
     {"skew_gradient", PlantedFault::skew_gradient},
     {"overflow_gradient", PlantedFault::overflow_gradient},
+    {"scale_backward_rule", PlantedFault::scale_backward_rule},
     {"accept_bad_input", PlantedFault::accept_bad_input},
     {"misblame_dtype", PlantedFault::misblame_dtype},
     {"harness_out_of_memory", PlantedFault::harness_out_of_memory},
@@ -95,6 +98,12 @@ std::string mismatch_str(const PredictedMismatch& m) {
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+// ---- the program's graph and values (oracle_internals.hpp) ------------------------------------------------
+
+namespace internal {
 
 reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
                                const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
@@ -207,7 +216,9 @@ std::vector<bool> descendants_of(const Program& p, int from) {
   return dep;
 }
 
-}  // namespace
+}  // namespace internal
+
+using namespace internal;
 
 // ---- contract --------------------------------------------------------------------------------------------------
 
@@ -520,375 +531,12 @@ class Checker {
     return true;
   }
 
-  // Note [Branches across devices]
-  // At a piecewise node (OpDef::piecewise: relu, abs, maximum, minimum, max) the gradient follows a branch that the
-  // node's input values decide. Two devices may round those inputs differently (each within its op's bound), and a
-  // near-tie then goes different ways: tanh(9) is 1 on one backend and 0.99999994 on another, so maximum(tanh(9), 1)
-  // sends the gradient to a different argument. Their gradients then differ legitimately, and comparing them says
-  // nothing. This tells whether two runs order the values entering every piecewise node on the gradient's path
-  // (and 0, where relu and abs turn) the same way: sorted by one run's values, no adjacent pair may compare
-  // differently in the other run (two orders are the same exactly when all such pairs agree). It is conservative:
-  // elements the op never compares count too. Found by a campaign; test:
-  // GradientOracle.DoesNotCompareDevicesThatTakeDifferentBranches.
-  using Evaluation = std::vector<std::optional<reference::RefTensor>>;
-  bool same_branches(const RunResult& a, const RunResult& b, const std::vector<bool>& anc) const {
-    return same_branches(f32_values(a, anc), f32_values(b, anc), anc);
-  }
-  // A run's f32 values on the gradient's path, as an evaluation (read back once, for same_branches).
-  Evaluation f32_values(const RunResult& r, const std::vector<bool>& anc) const {
-    Evaluation e(p_.values.size());
-    for (size_t v = 0; v < e.size(); ++v)
-      if (anc[v] && r.tensors[v].defined() && r.tensors[v].dtype() == DType::f32)
-        e[v] = reference::RefTensor::from(r.tensors[v]);
-    return e;
-  }
-  // The same test on two evaluations of the program: two device runs (above), or two f64 evaluations
-  // (evaluate_f64), where finite differences use it to see a kink between x - h and x + h.
-  bool same_branches(const Evaluation& a, const Evaluation& b, const std::vector<bool>& anc) const {
-    auto cmp = [](double x, double y) {
-      if (std::isnan(x) || std::isnan(y)) return 2 + int(std::isnan(x)) + 2 * int(std::isnan(y));
-      return int(x > y) - int(x < y);
-    };
-    for (size_t v = 0; v < p_.values.size(); ++v) {
-      if (!anc[v] || p_.values[v].is_input() || !op_def(p_.values[v].node().op).piecewise()) continue;
-      std::vector<double> va{0.0}, vb{0.0};
-      for (const NodeArg& arg : p_.values[v].node().args) {
-        const auto* r = std::get_if<ValueRef>(&arg);
-        if (r == nullptr) continue;
-        const std::optional<reference::RefTensor>& ra = a[size_t(r->id)];
-        const std::optional<reference::RefTensor>& rb = b[size_t(r->id)];
-        if (!ra || !rb || ra->dtype != DType::f32 || rb->dtype != DType::f32) continue;
-        if (ra->values.size() != rb->values.size()) return false;
-        va.insert(va.end(), ra->values.begin(), ra->values.end());
-        vb.insert(vb.end(), rb->values.begin(), rb->values.end());
-      }
-      std::vector<size_t> order(va.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {  // NaNs last: a strict weak order
-        const bool ni = std::isnan(va[i]), nj = std::isnan(va[j]);
-        if (ni != nj) return nj;
-        return ni ? i < j : va[i] < va[j] || (va[i] == va[j] && i < j);
-      });
-      for (size_t k = 1; k < order.size(); ++k)
-        if (cmp(va[order[k - 1]], va[order[k]]) != cmp(vb[order[k - 1]], vb[order[k]])) return false;
-    }
-    return true;
-  }
-
-  // Gradients: reverse mode on every device, against each other and against f64 central differences.
+  // Gradients: gradients.cpp.
   void gradients(std::vector<RunResult>& runs) {
-    if (!p_.backward_of) return;
-    const int root = *p_.backward_of;
-    std::vector<bool> anc = ancestors_of(p_, root);
-    std::vector<int> leaves;
-    for (size_t v = 0; v < p_.values.size(); ++v)
-      if (anc[v] && p_.values[v].is_input() && p_.values[v].input().tracked) leaves.push_back(int(v));
-    if (leaves.empty()) return;
-    // The f64 evaluation at the point, first: it decides the seed.
-    std::vector<std::optional<reference::RefTensor>> base = evaluate_f64(p_, {}, root);
-    // Note [Seeding only the finite elements]
-    // The loss is the sum of the root's elements whose f64 value is finite, and reverse mode is seeded with 1 at
-    // exactly those elements (0 elsewhere). With a seed of ones everywhere, one infinite or NaN element of the root
-    // (an inf input added in, a log of 0) left no finite loss to difference, and every element of every leaf was
-    // skipped: 97% of the gradient oracle's skips in a default campaign. Seeding the same elements that finite
-    // differences sum keeps the two the same function. (A 0 seed meeting an infinite local derivative gives the
-    // chain rule's 0 * inf = NaN: the non-finite-intermediate rule below skips that.)
-    std::vector<float> seed_mask;
-    if (base[size_t(root)]) {
-      for (double x : base[size_t(root)]->values) seed_mask.push_back(std::isfinite(x) ? 1.0f : 0.0f);
-    }
-    // Reverse mode on each device.
-    std::vector<std::optional<std::vector<reference::RefTensor>>> grads(runs.size());
-    for (size_t di = 0; di < runs.size(); ++di) {
-      RunResult& run = runs[di];
-      bool usable = run.tensors[size_t(root)].defined() && !run.standin[size_t(root)];
-      for (size_t v = 0; v < p_.values.size() && usable; ++v)
-        if (anc[v] && (run.standin[v] || run.nodes[v].status != NodeStatus::ok)) usable = false;
-      if (!usable) {
-        counts(OracleKind::gradients).skipped_unsupported++;
-        continue;
-      }
-      try {
-        const Tensor& out = run.tensors[size_t(root)];
-        Tensor seed = seed_mask.size() == size_t(out.shape().numel())
-                          ? from_data(std::span<const float>(seed_mask), out.shape().dims(), out.device())
-                          : ones(out.shape().dims(), DType::f32, out.device());
-        backward(out, seed);
-        std::vector<reference::RefTensor> g;
-        for (int leaf : leaves) {
-          Tensor gt = run.tensors[size_t(leaf)].grad();
-          reference::RefTensor rt;
-          if (gt.defined()) {
-            rt = reference::RefTensor::from(gt);
-          } else {
-            rt = {DType::f32, p_.values[size_t(leaf)].input().shape, {}};
-            rt.values.assign(size_t(rt.shape.numel()), 0.0);
-          }
-          if (o_.fault == PlantedFault::scale_gradient || (o_.fault == PlantedFault::skew_gradient && di > 0))
-            for (double& x : rt.values) x = x * 1.5 + 0.25;
-          if (o_.fault == PlantedFault::overflow_gradient && !rt.values.empty())
-            rt.values[0] = std::numeric_limits<double>::infinity();
-          g.push_back(std::move(rt));
-        }
-        grads[di] = std::move(g);
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::unsupported) {
-          counts(OracleKind::gradients).skipped_unsupported++;
-        } else {
-          counts(OracleKind::gradients).checked++;
-          fail(OracleKind::gradients, root, devices_[di].str(), fmt::format("backward raised on {}: {}: {}", devices_[di].str(),
-                                                        error_kind_name(e.kind()), e.what()),
-               "");
-          return;
-        }
-      }
-    }
-    // f64 finite differences.
-    if (!base[size_t(root)]) {
-      counts(OracleKind::gradients).skip(SkipReason::no_reference);
-    }
-    // The root's values at a point, 0 where the seed is (the loss is their sum; differences are taken element by
-    // element, so one huge element cannot swamp the change in the others). None when a seeded element is not finite
-    // there, or no element is seeded (Note [Seeding only the finite elements]).
-    // (An empty root is a loss of 0 whose gradient is exactly 0 everywhere: that is checked.)
-    const bool any_seeded = seed_mask.empty() || std::find(seed_mask.begin(), seed_mask.end(), 1.0f) != seed_mask.end();
-    auto loss_at = [&](const std::vector<std::optional<reference::RefTensor>>& over,
-                       std::vector<std::optional<reference::RefTensor>>* all) -> std::optional<std::vector<double>> {
-      if (!any_seeded) return std::nullopt;
-      auto vals = evaluate_f64(p_, over, root, &base);
-      if (!vals[size_t(root)] || vals[size_t(root)]->values.size() != seed_mask.size()) return std::nullopt;
-      std::vector<double> out = vals[size_t(root)]->values;
-      for (size_t j = 0; j < out.size(); ++j) {
-        if (seed_mask[j] == 0.0f) out[j] = 0;
-        else if (!std::isfinite(out[j])) return std::nullopt;
-      }
-      if (all) *all = std::move(vals);
-      return out;
-    };
-    // Also accumulates the f64 resolution of the difference: a change smaller than the rounding of a huge
-    // element (1e30 - h == 1e30) is invisible, and such points are skipped, not reported.
-    double resolution = 0;
-    auto diff = [&](const std::vector<double>& a, const std::vector<double>& b) {
-      double s = 0;
-      for (size_t j = 0; j < a.size() && j < b.size(); ++j) {
-        s += a[j] - b[j];
-        resolution += (std::fabs(a[j]) + std::fabs(b[j])) * 0x1p-52;
-      }
-      return s;
-    };
-    // Non-finite intermediates (an inf from an untracked input, an overflow) make the chain rule produce 0 * inf
-    // where the true derivative is 0; a non-finite gradient there is skipped, not reported.
-    // (An f64 value past the largest f32 is infinite on the devices.)
-    bool nonfinite_intermediate = false;
-    for (size_t v = 0; v < base.size(); ++v)
-      if (anc[v] && base[v] && base[v]->dtype == DType::f32)
-        for (double x : base[v]->values) nonfinite_intermediate |= !(std::fabs(x) <= 0x1.fffffep+127);
-    // Note [Adjoints past f32]
-    // Reverse mode forms d(loss)/d(v) for every value v between a leaf and the root, in f32. Where one of those
-    // adjoints is past f32's largest value, every f32 implementation gets inf there and at everything upstream,
-    // while the leaf's true gradient (what finite differences measure) may fit: sum(exp(conv2d(l / r, w))) with
-    // exp's outputs near 2.4e38 gave an adjoint of 3.97e38 at l / r and a gradient of -6.7e35 for r
-    // (harness/open-findings had it as a div bug). So before reporting a non-finite gradient against finite
-    // differences, this measures those adjoints in f64, by central differences on each element of each f32 node
-    // on the path (evaluate_f64 with the node's value replaced), and skips the comparison where one is past f32.
-    // It runs only on that failure path, and stops at the first adjoint past f32.
-    auto adjoint_past_f32 = [&](int leaf) {
-      const std::vector<bool> dep = descendants_of(p_, leaf);
-      int64_t budget = 4096;  // elements, so two evaluations each
-      for (size_t v = size_t(leaf) + 1; v < size_t(root) && budget > 0; ++v) {
-        if (!anc[v] || !dep[v] || !base[v] || base[v]->dtype != DType::f32) continue;
-        std::vector<std::optional<reference::RefTensor>> over(p_.values.size());
-        over[v] = base[v];
-        for (size_t j = 0; j < base[v]->values.size() && budget-- > 0; ++j) {
-          const double x = base[v]->values[j], h = 1e-3 * std::max(1.0, std::fabs(x));
-          over[v]->values[j] = x + h;
-          const auto lp = loss_at(over, nullptr);
-          over[v]->values[j] = x - h;
-          const auto lm = loss_at(over, nullptr);
-          over[v]->values[j] = x;
-          if (!lp || !lm) continue;
-          double s = 0;
-          for (size_t k = 0; k < lp->size() && k < lm->size(); ++k) s += (*lp)[k] - (*lm)[k];
-          if (std::fabs(s / (2 * h)) > 0x1.fffffep+127) return true;
-        }
-      }
-      return false;
-    };
-    // The same holds at the boundary of a parameter's domain (sqrt at 0: the derivative is unbounded there, and the
-    // chain rule meets 0 * inf even where the loss does not depend on the input). The op table's Domain says where
-    // the boundary is, so no op is named here.
-    for (size_t v = 0; v < base.size() && !nonfinite_intermediate; ++v) {
-      if (!anc[v] || p_.values[v].is_input()) continue;
-      const NodeDef& nd = p_.values[v].node();
-      const OpDef& op = op_def(nd.op);
-      for (int a = 0; a < op.num_params && size_t(a) < nd.args.size(); ++a) {
-        if (op.params[size_t(a)].domain == Domain::any || op.params[size_t(a)].domain == Domain::index) continue;
-        const auto* r = std::get_if<ValueRef>(&nd.args[size_t(a)]);
-        if (r == nullptr || !base[size_t(r->id)]) continue;
-        for (double x : base[size_t(r->id)]->values) nonfinite_intermediate |= x == 0;
-      }
-    }
-    // A kink of a piecewise op (OpDef::piecewise) inside the graph: the composite may still be smooth there
-    // (min(relu(x), x) is x), so the one-sided slopes below cannot see it, but the chain rule takes one branch.
-    bool on_kink = false;
-    for (size_t v = 0; v < base.size() && !on_kink; ++v)
-      if (anc[v] && !p_.values[v].is_input() && op_def(p_.values[v].node().op).piecewise())
-        on_kink = sits_on_kink(p_.values[v].node(), base);
-
-    auto discrete_equal = [&](const std::vector<std::optional<reference::RefTensor>>& a,
-                              const std::vector<std::optional<reference::RefTensor>>& b) {
-      for (size_t v = 0; v < a.size(); ++v)
-        if (anc[v] && a[v] && b[v] && a[v]->dtype != DType::f32 && a[v]->values != b[v]->values) return false;
-      return true;
-    };
-    // The device runs must take the same discrete branches as the f64 evaluation, or FD says nothing about them.
-    std::vector<bool> device_consistent(runs.size(), true);
-    if (base[size_t(root)])
-      for (size_t di = 0; di < runs.size(); ++di)
-        for (size_t v = 0; v < p_.values.size(); ++v)
-          if (anc[v] && base[v] && base[v]->dtype != DType::f32 && runs[di].nodes[v].output &&
-              runs[di].nodes[v].output->values != base[v]->values)
-            device_consistent[di] = false;
-
-    std::vector<std::optional<bool>> same_branch(runs.size());  // per device, against the first (computed once)
-    // The loss at the point itself, the same for every leaf.
-    const std::optional<std::vector<double>> l0 = base[size_t(root)] ? loss_at({}, nullptr) : std::nullopt;
-    for (size_t li = 0; li < leaves.size(); ++li) {
-      const int leaf = leaves[li];
-      const reference::RefTensor x0 = ref_input(p_.values[size_t(leaf)].input());
-      // The f64 resolution of the values between the leaf and the root: a step added to 1e30 on the way is lost
-      // there (sub(add(1e30, x), 1e30) is 0 in f64 for any small x), however small the root's own values are, and
-      // finite differences would then see a slope of 0 (a campaign, seed 1). Twice the rounding of the largest
-      // value the leaf reaches, one per side of the step, joins the root's resolution below.
-      double path_resolution = 0;
-      {
-        const std::vector<bool> reach = descendants_of(p_, leaf);
-        for (size_t v = 0; v < base.size(); ++v)
-          if (anc[v] && reach[v] && size_t(leaf) != v && base[v] && is_float(base[v]->dtype))
-            for (double x : base[v]->values)
-              if (std::isfinite(x)) path_resolution = std::max(path_resolution, 2 * std::fabs(x) * 0x1p-52);
-      }
-      const int64_t n = x0.numel();
-      const int64_t budget = std::min<int64_t>(n, 6);
-      // Cross-device agreement of the whole gradient.
-      std::optional<size_t> first;
-      for (size_t di = 0; di < runs.size(); ++di) {
-        if (!grads[di]) continue;
-        if (!first) {
-          first = di;
-          continue;
-        }
-        if (!same_branch[di]) same_branch[di] = same_branches(runs[*first], runs[di], anc);
-        if (!*same_branch[di]) {  // Note [Branches across devices]
-          counts(OracleKind::gradients).skip(SkipReason::branches_differ);
-          continue;
-        }
-        const auto &ga = (*grads[*first])[li].values, &gb = (*grads[di])[li].values;
-        counts(OracleKind::gradients).checked++;
-        for (size_t i = 0; i < ga.size() && i < gb.size(); ++i) {
-          double tol = 1e-2 * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
-          if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol) {
-            fail(OracleKind::gradients, root, devices_[*first].str() + " vs " + devices_[di].str(),
-                 // (The value ids come after the first colon: Failure::signature() must not change when the
-                 // reducer renumbers values.)
-                 fmt::format("devices disagree on a gradient: d(sum %{})/d%{}, element {} is {} on {} and {} on {}",
-                             root, leaf, i, format_float(ga[i]), devices_[*first].str(), format_float(gb[i]),
-                             devices_[di].str()),
-                 fmt::format("tolerance {}", format_float(tol)));
-            return;
-          }
-        }
-      }
-      if (!base[size_t(root)]) continue;
-      if (on_kink) {  // devices were compared above; finite differences say nothing here
-        counts(OracleKind::gradients).skip(SkipReason::on_kink);
-        continue;
-      }
-      bool adjoint_checked = false, adjoint_overflows = false;  // adjoint_past_f32(leaf), once it is needed
-      for (int64_t k = 0; k < budget; ++k) {
-        int64_t i = budget == n ? k : (k * (n - 1)) / std::max<int64_t>(1, budget - 1);
-        // Steps are taken on f32-representable points (the reference may read f32 inputs as f32), and the
-        // slopes divide by the step actually taken.
-        const double xi = x0.values[size_t(i)];
-        auto loss_step = [&](double h, double* fwd, double* bwd, double* fd,
-                             std::vector<std::optional<reference::RefTensor>>* vp,
-                             std::vector<std::optional<reference::RefTensor>>* vm) -> bool {
-          const double xp = double(float(xi + h)), xm = double(float(xi - h));
-          if (!(xp > xi) || !(xm < xi)) return false;
-          std::vector<std::optional<reference::RefTensor>> over(p_.values.size());
-          over[size_t(leaf)] = x0;
-          over[size_t(leaf)]->values[size_t(i)] = xp;
-          auto lp = loss_at(over, vp);
-          over[size_t(leaf)]->values[size_t(i)] = xm;
-          auto lm = loss_at(over, vm);
-          if (!lp || !lm) return false;
-          *fwd = diff(*lp, *l0) / (xp - xi);
-          *bwd = diff(*l0, *lm) / (xi - xm);
-          *fd = diff(*lp, *lm) / (xp - xm);
-          return true;
-        };
-        const double h = 1e-3 * std::max(1.0, std::fabs(xi));
-        resolution = 0;
-        double fwd = 0, bwd = 0, fd = 0, fwd2 = 0, bwd2 = 0, fd2 = 0;
-        std::vector<std::optional<reference::RefTensor>> vp, vm, vp2, vm2;
-        if (!l0 || !loss_step(h / 4, &fwd, &bwd, &fd, &vp, &vm) ||
-            !loss_step(h / 16, &fwd2, &bwd2, &fd2, &vp2, &vm2)) {
-          counts(OracleKind::gradients).skip(SkipReason::no_finite_difference);
-          continue;
-        }
-        // Non-smooth point: a discrete value flips inside [x-h, x+h], or the one-sided slopes differ by a gap that
-        // does not shrink with the step (a kink; on a smooth function the gap is about h * f'' and shrinks 4x).
-        const double gap = std::fabs(fwd - bwd), gap2 = std::fabs(fwd2 - bwd2);
-        const double scale = 1 + std::fabs(fd);
-        if ((resolution + path_resolution) / (h / 16) > 1e-4 * scale || std::fabs(fd) > 1e38) {
-          counts(OracleKind::gradients).skip(SkipReason::below_resolution);
-          continue;
-        }
-        // A discrete value (a comparison, an argmax) must be the same at x - h, x and x + h: compared with the
-        // point itself, not only the two sides with each other, since it can differ at x alone (where(x != y, y,
-        // x) at x = y = 0 is x there and y on both sides, so the function is 0 around x while the chain rule at x
-        // says 1; a campaign, seed 20261207).
-        // A piecewise node whose inputs are ordered differently at x - h and x + h has a kink in between (Note
-        // [Branches across devices]'s test, on the two f64 evaluations): the central difference averages two
-        // branches there. The gap test below misses a kink close to x, inside both steps (maximum(x, 1.5) at
-        // x = 1.49993 gave 9.88 against the exact 10; a campaign, seed 20261204).
-        const bool discrete_steady = discrete_equal(base, vp) && discrete_equal(base, vm) &&
-                                     discrete_equal(base, vp2) && discrete_equal(base, vm2);
-        if (!discrete_steady || !same_branches(vp, vm, anc) ||
-            !same_branches(vp2, vm2, anc) || (gap > 1e-3 * scale && gap2 > 0.5 * gap) ||
-            std::fabs(fd - fd2) > 1e-3 * scale + 0.05 * std::fabs(fd)) {
-          counts(OracleKind::gradients).skip(SkipReason::not_smooth);
-          continue;
-        }
-        fd = fd2;
-        for (size_t di = 0; di < runs.size(); ++di) {
-          if (!grads[di] || !device_consistent[di]) continue;
-          double g = (*grads[di])[li].values[size_t(i)];
-          if (!std::isfinite(g) && nonfinite_intermediate) {
-            counts(OracleKind::gradients).skip(SkipReason::nonfinite_intermediate);
-            continue;
-          }
-          if (!std::isfinite(g) && !adjoint_checked) {
-            adjoint_checked = true;
-            adjoint_overflows = adjoint_past_f32(leaf);
-          }
-          if (!std::isfinite(g) && adjoint_overflows) {  // Note [Adjoints past f32]
-            counts(OracleKind::gradients).skip(SkipReason::adjoint_past_f32);
-            continue;
-          }
-          double tol = 1e-2 * std::fabs(fd) + 1e-3 * (1 + std::fabs(fd));
-          counts(OracleKind::gradients).checked++;
-          if (!std::isfinite(g) || std::fabs(g - fd) > tol) {
-            fail(OracleKind::gradients, root, devices_[di].str(),
-                 fmt::format("gradient disagrees with f64 central differences: d(sum %{})/d%{}[{}] is {} on {}, finite "
-                             "differences give {}",
-                             root, leaf, i, format_float(g), devices_[di].str(), format_float(fd)),
-                 fmt::format("h = {}, tolerance {}", format_float(h / 16), format_float(tol)));
-            return;
-          }
-        }
-      }
-    }
+    check_gradients(p_, o_, devices_, runs, counts(OracleKind::gradients),
+                    [&](int node, std::string device, std::string what, std::string detail) {
+                      fail(OracleKind::gradients, node, std::move(device), std::move(what), std::move(detail));
+                    });
   }
 
   // Bad input: mutate valid calls from the program into invalid ones and predict the typed error.

@@ -354,6 +354,7 @@ json report_json(const CampaignReport& r, const std::string& dir) {
     for (size_t why = 0; why < kNumSkipReasons; ++why)
       if (n.skipped_by[why] > 0) reasons[std::string(skip_reason_name(SkipReason(why)))] = n.skipped_by[why];
     oracles[std::string(oracle_name(k))]["skipped_by_reason"] = reasons;
+    if (k == OracleKind::gradients) oracles["gradients"]["checked_backward_rules"] = n.checked_backward_rules;
   }
   j["oracles"] = oracles;
   json fails = json::array();
@@ -849,6 +850,12 @@ class Reader {
           fail(fmt::format("`oracles.{}.skipped_by_reason` adds up to {}, not to `skipped_other` ({})", oracle_name(k),
                            sum, n.skipped_other));
       }
+      if (o.contains("checked_backward_rules")) {  // absent in reports written before it existed
+        n.checked_backward_rules = count(o, "checked_backward_rules");
+        if (n.checked_backward_rules > n.checked)
+          fail(fmt::format("`oracles.{}.checked_backward_rules` ({}) is more than `checked` ({})", oracle_name(k),
+                           n.checked_backward_rules, n.checked));
+      }
     }
     const json& list = at(j, "failure_list");
     if (!list.is_array()) fail("`failure_list` is not a list");
@@ -1028,6 +1035,7 @@ CampaignReport merge_reports(const std::vector<std::string>& dirs, const std::st
       add(m.counts[k].checked, p.counts[k].checked), add(m.counts[k].failed, p.counts[k].failed);
       add(m.counts[k].skipped_unsupported, p.counts[k].skipped_unsupported);
       add(m.counts[k].skipped_other, p.counts[k].skipped_other);
+      add(m.counts[k].checked_backward_rules, p.counts[k].checked_backward_rules);
       for (size_t why = 0; why < kNumSkipReasons; ++why) add(m.counts[k].skipped_by[why], p.counts[k].skipped_by[why]);
       m.counts[k].seconds += p.counts[k].seconds;
     }

@@ -212,25 +212,43 @@ TEST(GradientOracle, DoesNotCompareDevicesThatTakeDifferentBranches) {
   EXPECT_TRUE(has_failure(skew, OracleKind::gradients, "devices disagree on a gradient")) << failures(skew);
 }
 
-TEST(GradientOracle, SkipsNonSmoothPoints) {
-  // relu at exactly 0: finite differences see a kink, which is skipped, never reported.
+// Note [Each backward rule at its device's own values] (gradients.cpp): every backward rule on the gradient path is
+// judged alone on each device, and a wrong one is pinned to its node and device, whatever the rest of the program.
+TEST(GradientOracle, JudgesEachBackwardRuleAloneAndNamesIt) {
+  const Program p = tracked_product();
+  const ProgramReport clean = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+  // mul (lhs and rhs) and exp (x), on every device.
+  EXPECT_GE(clean.counts[size_t(OracleKind::gradients)].checked_backward_rules, 3u);
+  const ProgramReport r = check_program(p, only(OracleKind::gradients, PlantedFault::scale_backward_rule));
+  ASSERT_TRUE(has_failure(r, OracleKind::gradients, "backward rule disagrees with the f64 derivative")) << failures(r);
+  EXPECT_EQ(r.failures[0].node, 2);
+  EXPECT_EQ(r.failures[0].op, "mul");
+  EXPECT_NE(r.failures[0].what.find("d/dlhs[0]"), std::string::npos) << r.failures[0].what;
+}
+
+// At a kink the chain rule takes the op table's convention (relu: 0 at 0), which finite differences cannot see:
+// the f64 chain rule judges there instead of the point being skipped, and a wrong gradient is still caught.
+TEST(GradientOracle, ChecksKinksByTheOpTablesConventions) {
   Program p;
   p.values.push_back(Value{f32_input(Shape{2}, Device::cpu(0), {0.0f, 1.0f}, true)});
   p.values.push_back(Value{node("relu", {ValueRef{0, {}}})});
   p.backward_of = 1;
   ProgramReport r = check_program(p, only(OracleKind::gradients));
   EXPECT_TRUE(r.failures.empty()) << failures(r);
-  EXPECT_GE(skipped(r, SkipReason::on_kink), 1u);
+  EXPECT_EQ(skipped(r, SkipReason::on_kink), 0u);
+  EXPECT_GE(r.counts[size_t(OracleKind::gradients)].checked, 2u);
+  ProgramReport faulty = check_program(p, only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(faulty, OracleKind::gradients, "the f64 chain rule")) << failures(faulty);
   // Away from the kink the same program is checked against finite differences.
   p.values[0] = Value{f32_input(Shape{2}, Device::cpu(0), {0.5f, 1.0f}, true)};
-  ProgramReport smooth = check_program(p, only(OracleKind::gradients));
-  EXPECT_TRUE(smooth.failures.empty()) << failures(smooth);
-  EXPECT_GE(smooth.counts[size_t(OracleKind::gradients)].checked, 1u);
+  ProgramReport smooth = check_program(p, only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(smooth, OracleKind::gradients, "finite differences")) << failures(smooth);
 }
 
 // Note [Where a piecewise op's derivative jumps]: maximum's kinks are its ties, element by element. Two equal
 // elements of x that are never compared with each other (nor a zero) are no kink, and the gradient is checked
-// against finite differences; a tie of x[i] with w[i] is one, and skipped as such.
+// against finite differences; at a tie of x[i] with w[i] the convention (lhs takes it) is checked by the chain rule.
 TEST(GradientOracle, MaximumsKinksAreItsTiesNotAnyRepeatedValue) {
   auto program = [](const char* x, const char* w) {
     return parse_program(fmt::format("crossfire-program 1\ninput %0 f32 [3] cpu:0 tracked = {}\n"
@@ -244,7 +262,11 @@ TEST(GradientOracle, MaximumsKinksAreItsTiesNotAnyRepeatedValue) {
   EXPECT_GE(repeats.counts[size_t(OracleKind::gradients)].checked, 1u);
   const ProgramReport tie = check_program(program("0x1p+0 0x1p+1 0x1p+2", "0x1p-1 0x1p+1 0x1p-2"), o);
   EXPECT_TRUE(tie.failures.empty()) << failures(tie);
-  EXPECT_GE(skipped(tie, SkipReason::on_kink), 1u);
+  EXPECT_EQ(skipped(tie, SkipReason::on_kink), 0u);
+  CheckOptions faulty = o;
+  faulty.fault = PlantedFault::scale_gradient;
+  const ProgramReport caught = check_program(program("0x1p+0 0x1p+1 0x1p+2", "0x1p-1 0x1p+1 0x1p-2"), faulty);
+  EXPECT_TRUE(has_failure(caught, OracleKind::gradients, "the f64 chain rule")) << failures(caught);
 }
 
 // A program that once failed, from tests/harness/programs/, and the device it needs that this machine lacks, if any.
@@ -281,31 +303,35 @@ TEST(GradientOracle, SkipsGradientsThroughAnAdjointPastF32) {
       << failures(caught);
 }
 
-// Campaign programs (seed 20261204, reduced) that the gradient oracle reported wrongly; each must now be skipped at
-// the point that fooled it, not reported:
+// Campaign programs (seed 20261204, reduced) that the gradient oracle reported wrongly; neither may be reported:
 // - sum(exp(conv2d(lhs / rhs, w))): the adjoint at lhs / rhs reaches 3.97e38 (recomputed in f64) and d/drhs[28] is
 //   -6.7e35; reported as -inf against finite differences, and first misread as a bug in div's backward (Note
 //   [Adjoints past f32]).
 // - maximum(x, w) with w = 1.5 and one x at 1.49993: a kink 6.6e-5 from the point, inside both finite-difference
 //   steps (h/4 = 3.8e-4, h/16 = 9.4e-5). Both central differences straddle it, their disagreement (9.59 against
 //   9.85) passed the 5% consistency test and the one-sided gap test missed it, so the reference said 9.88 against
-//   the exact 10. The branch test on the f64 evaluations at x - h and x + h now sees it.
-TEST(GradientOracle, SkipsWhatFooledItInCampaigns) {
+//   the exact 10. The branch test on the f64 evaluations at x - h and x + h now sees it, and the f64 chain rule
+//   judges that point instead.
+TEST(GradientOracle, IsNotFooledByWhatFooledItInCampaigns) {
   for (const char* name : {"adjoint-past-f32-exp-conv2d.program", "fd-kink-within-step-maximum.program"}) {
     SCOPED_TRACE(name);
     const Program p = test_program(name);
     if (const std::optional<std::string> why = missing_device(p)) GTEST_SKIP() << *why;
     const ProgramReport r = check_program(p, only(OracleKind::gradients));
     EXPECT_TRUE(r.failures.empty()) << failures(r);
-    EXPECT_GE(r.counts[size_t(OracleKind::gradients)].skipped_other, 1u);
+    EXPECT_GE(r.counts[size_t(OracleKind::gradients)].checked, 1u);
   }
+  EXPECT_GE(skipped(check_program(test_program("adjoint-past-f32-exp-conv2d.program"), only(OracleKind::gradients)),
+                    SkipReason::adjoint_past_f32),
+            1u);
 }
 
 // where(x != y, y, x) at x = y = 0: the condition is false at the point and true on both sides of it, so the
 // function is y = 0 all around while the chain rule at the point sends the gradient to x (1). Finite differences
 // must see that flip against the point itself, not only between the two sides (a campaign, seed 20261207: reduced
-// to this). Away from x = y the same program is checked.
-TEST(GradientOracle, SkipsADiscreteValueThatDiffersAtThePointAlone) {
+// to this); the f64 chain rule, which takes where's branch at the point, judges there instead. Away from x = y
+// the same program is checked against finite differences.
+TEST(GradientOracle, JudgesADiscreteValueThatDiffersAtThePointAloneByTheChainRule) {
   auto program = [](const char* x) {
     return parse_program(fmt::format("crossfire-program 1\ninput %0 f32 [1, 1, 1] cpu:0 tracked = {}\n"
                                      "input %1 f32 [1] cpu:0 tracked = 0x0p+0\nnode %2 ne lhs=%0 rhs=%1\n"
@@ -313,7 +339,9 @@ TEST(GradientOracle, SkipsADiscreteValueThatDiffersAtThePointAlone) {
   };
   const ProgramReport at = check_program(program("0x0p+0"), only(OracleKind::gradients));
   EXPECT_TRUE(at.failures.empty()) << failures(at);
-  EXPECT_GE(skipped(at, SkipReason::not_smooth), 1u);
+  EXPECT_EQ(skipped(at, SkipReason::not_smooth), 0u);
+  const ProgramReport caught = check_program(program("0x0p+0"), only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(caught, OracleKind::gradients, "the f64 chain rule")) << failures(caught);
   const ProgramReport away = check_program(program("0x1p-1"), only(OracleKind::gradients));
   EXPECT_TRUE(away.failures.empty()) << failures(away);
   EXPECT_GE(away.counts[size_t(OracleKind::gradients)].checked, 1u);
@@ -336,15 +364,17 @@ TEST(GradientOracle, ChecksTheFiniteElementsOfARootWithAnInfiniteOne) {
 
 // A step added to 1e30 between the leaf and the root is lost in f64 there, however small the root's values:
 // sub(add(a, x), a) with a = 1e30 is 0 in f64 for x's step, while the gradient is 1 (a campaign, seed 1). That
-// element is below the resolution of finite differences and skipped, not reported; the others are checked.
-TEST(GradientOracle, SkipsAStepLostInAHugeIntermediate) {
+// element is below the resolution of finite differences, so the f64 chain rule judges it instead (it says 1).
+TEST(GradientOracle, JudgesAStepLostInAHugeIntermediateByTheChainRule) {
   const Program p = parse_program(
       "crossfire-program 2\ninput %0 f32 [2, 2, 1, 1] cpu:0 = 0x0p+0 0x0p+0 0x0p+0 0x1.93e594p+99\n"
       "input %1 f32 [1, 1] cpu:0 tracked = 0x0p+0\nnode %2 add lhs=%0 rhs=%1\nnode %3 sub lhs=%2 rhs=%0\n"
       "backward %3\n");
   const ProgramReport r = check_program(p, only(OracleKind::gradients));
   EXPECT_TRUE(r.failures.empty()) << failures(r);
-  EXPECT_GE(skipped(r, SkipReason::below_resolution), 1u);
+  EXPECT_EQ(skipped(r, SkipReason::below_resolution), 0u);
+  const ProgramReport caught = check_program(p, only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(caught, OracleKind::gradients, "the f64 chain rule")) << failures(caught);
 }
 
 TEST(BadInputOracle, PassesWithoutAFaultAndCatchesAnAcceptedInvalidCall) {

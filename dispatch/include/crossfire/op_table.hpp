@@ -357,13 +357,17 @@ inline constexpr auto kOpTable = [] {
 
     // ---- unary ---------------------------------------------------------------------------------------------------
     unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
-    piecewise(unary("abs", kNumeric, bw::abs, kExact, "|x| (i32: abs(INT_MIN) wraps to INT_MIN)."), Kink::at_zero),
+    piecewise(unary("abs", kNumeric, bw::abs, kExact,
+                    "|x| (i32: abs(INT_MIN) wraps to INT_MIN). Gradient: sign(x) * g, 0 at x = 0 and at NaN."),
+              Kink::at_zero),
     unary("exp", kFloat, bw::exp, kTranscendental, "e^x."),
     unary("log", kFloat, bw::log, kTranscendental, "Natural log; domain x > 0.", D::positive),
     unary("sqrt", kFloat, bw::sqrt, kOneRounding, "Square root; domain x >= 0.", D::non_negative),
     unary("tanh", kFloat, bw::tanh, kTranscendental, "Hyperbolic tangent."),
     unary("sigmoid", kFloat, bw::sigmoid, kTranscendental, "1 / (1 + e^-x)."),
-    piecewise(unary("relu", kFloat, bw::relu, kExact, "x > 0 ? x : 0 (NaN stays NaN)."), Kink::at_zero),
+    piecewise(unary("relu", kFloat, bw::relu, kExact,
+                    "x > 0 ? x : 0 (NaN stays NaN). Gradient: g where x > 0, else 0 (also at 0 and at NaN)."),
+              Kink::at_zero),
     piecewise(elementwise(op("clamp", OpFamily::unary, rules::same_as_input, bw::clamp, kExact,
        "x limited to [min, max], both rounded to f32 first: min where x < min, else max where x > max, else x (its "
        "bits: -0 stays -0, NaN stays NaN). min > max gives max everywhere; a NaN min or max gives NaN. Gradient: "
@@ -376,8 +380,12 @@ inline constexpr auto kOpTable = [] {
     binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
     binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
     binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
-    piecewise(binary("maximum", kNumeric, bw::maximum, kExact, "Elementwise max; NaN if either is NaN."), Kink::at_ties),
-    piecewise(binary("minimum", kNumeric, bw::minimum, kExact, "Elementwise min; NaN if either is NaN."), Kink::at_ties),
+    piecewise(binary("maximum", kNumeric, bw::maximum, kExact,
+              "Elementwise max; NaN if either is NaN. Gradient: all of g to lhs where lhs >= rhs (ties "
+              "included), else all to rhs (also where either is NaN); the two gradients add up to g."), Kink::at_ties),
+    piecewise(binary("minimum", kNumeric, bw::minimum, kExact,
+              "Elementwise min; NaN if either is NaN. Gradient: all of g to lhs where lhs <= rhs (ties "
+              "included), else all to rhs (also where either is NaN); the two gradients add up to g."), Kink::at_ties),
 
     // ---- compare and logic: bool out ----------------------------------------------------------------------------
     compare("eq", kAnyDType, "lhs == rhs."),
@@ -393,7 +401,9 @@ inline constexpr auto kOpTable = [] {
     elementwise(op("logical_not", OpFamily::unary, rules::same_as_input, nullptr, kExact, "!x.", T("x", kBool, G::constant)),
                 1, 0),
 
-    elementwise(op("where", OpFamily::where, rules::where, bw::where, kExact, "cond ? a : b, all three broadcast.",
+    elementwise(op("where", OpFamily::where, rules::where, bw::where, kExact,
+                   "cond ? a : b, all three broadcast. Gradient: g to a where cond, else to b (they add up to g); "
+                   "cond is a constant.",
                    T("cond", kBool, G::constant), T("a", kAnyDType, G::differentiable, D::any, 1),
                    T("b", kAnyDType, G::differentiable, D::any, 1)),
                 3, 1),

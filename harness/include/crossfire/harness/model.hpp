@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,6 +112,18 @@ struct RunResult {
 // result or the run's work is past ProgramLimits, or past the thread's Deadline; and lets std::bad_alloc of the
 // harness's own work through, so that it is never recorded as a node's error.
 RunResult run_program(const Program& p, const RunOptions& opts);
+
+// A node's arguments as a dispatch call: the tensors and the pack that views them (never moved: it lives behind a
+// unique_ptr). bind_node() resolves each ValueRef through `resolve` (in signature order, list elements in order)
+// and maps each device attribute through `map` (identity when empty). The executor binds every node this way, and
+// the gradient oracle binds a node to fresh leaves to run its backward rule alone.
+struct NodeCall {
+  std::vector<Tensor> singles;
+  std::vector<std::vector<Tensor>> lists;
+  ArgPack pack;
+};
+std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor(const ValueRef&)>& resolve,
+                                    const std::function<Device(Device)>& map);
 
 // The program with every device mapped to `d`, values read back, no side-effect snapshots: how the agreement and
 // gradient oracles and `replay --values` run it on one device.

@@ -70,13 +70,16 @@ struct OracleCounts {
   // share, count to the first of those that is enabled.
   double seconds = 0;
   std::array<uint64_t, kNumSkipReasons> skipped_by{};  // skipped_other by reason
+  // gradients: how many of `checked` judged one backward rule on one device (gradients.cpp, step 1); the rest
+  // judged the program's whole gradient (the confirmations).
+  uint64_t checked_backward_rules = 0;
   void skip(SkipReason r) {
     ++skipped_other;
     ++skipped_by[size_t(r)];
   }
   void add(const OracleCounts& o) {
     checked += o.checked, failed += o.failed, skipped_unsupported += o.skipped_unsupported,
-        skipped_other += o.skipped_other, seconds += o.seconds;
+        skipped_other += o.skipped_other, seconds += o.seconds, checked_backward_rules += o.checked_backward_rules;
     for (size_t i = 0; i < kNumSkipReasons; ++i) skipped_by[i] += o.skipped_by[i];
   }
 };
@@ -89,9 +92,10 @@ enum class PlantedFault : uint8_t {
   swallow_mismatch,       // contract: an observed DeviceMismatch turns into success
   perturb_float_output,   // agreement: the first float element of every f32 output is off by 1%
   flip_exact_output,      // agreement: the first element of every exact output is changed
-  scale_gradient,         // gradients: every observed gradient is scaled by 1.5
+  scale_gradient,         // gradients: every observed gradient of the program is scaled by 1.5
   skew_gradient,          // gradients: the gradient observed on every device but the first is off by 1.5x
   overflow_gradient,      // gradients: the first element of every observed gradient is +inf
+  scale_backward_rule,    // gradients: every backward rule run alone (step 1) gives 1.5x its gradient + 0.25
   accept_bad_input,       // bad_input: every invalid call is observed to succeed
   misblame_dtype,         // bad_input: an observed DTypeMismatch names the call's first tensor argument instead
   harness_out_of_memory,  // the harness itself: std::bad_alloc while reading results back (never a finding)
