@@ -4,8 +4,10 @@
 // cross devices (each gradient lives on its leaf's device).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "support/backend_under_test.hpp"
@@ -31,7 +33,7 @@ Tensor leaf(std::vector<float> v, IntList shape, Device d) {
 
 // ---- what may be tracked --------------------------------------------------------------------------------------------
 
-TEST(AutodiffSemantics, RequiresGradOnlyForF32) {
+TEST(AutodiffSemantics, RequiresGradOnlyForFloats) {
   CROSSFIRE_REQUIRE_DEVICE(dev, 0);
   std::vector<int32_t> iv{1, 2, 3};
   Tensor i = from_data(std::span<const int32_t>(iv), {3}, dev);
@@ -44,6 +46,34 @@ TEST(AutodiffSemantics, RequiresGradOnlyForF32) {
   Tensor f = leaf({1, 2}, {2}, dev);
   EXPECT_TRUE(f.requires_grad());
   EXPECT_TRUE(f.tracked());
+}
+
+// f16 and bf16 leaves may be tracked too: their gradients have their dtype, and a seed must have the root's dtype.
+// y = x * x, loss = sum(y), x = [1, -2, 0.5]: d/dx = 2x = [2, -4, 1], exact in both (bits written by hand).
+TEST(AutodiffSemantics, HalfLeavesGetGradientsOfTheirDtype) {
+  CROSSFIRE_REQUIRE_DEVICE(dev, 0);
+  const std::pair<DType, std::array<uint16_t, 3>> cases[] = {{DType::f16, {0x3c00, 0xc000, 0x3800}},
+                                                             {DType::bf16, {0x3f80, 0xc000, 0x3f00}}};
+  for (const auto& [dt, bits] : cases) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<uint8_t> bytes;
+    for (uint16_t b : bits) bytes.push_back(uint8_t(b)), bytes.push_back(uint8_t(b >> 8));
+    Tensor x, y, loss;
+    try {
+      x = from_bytes(bytes, {3}, dt, dev);
+      x.set_requires_grad();
+      y = mul(x, x);
+      loss = sum(y);
+    } catch (const Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_THROW(backward(y, from_data({1.0f, 1.0f, 1.0f}, {3}, dev)), DTypeMismatch);  // an f32 seed
+    backward(loss);  // a scalar root: a seed of one in its dtype
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().dtype(), dt);
+    EXPECT_EQ(cast(x.grad(), DType::f32).to_f32(), (std::vector<float>{2.0f, -4.0f, 1.0f}));
+  }
 }
 
 TEST(AutodiffSemantics, OnlyLeavesCanBeMarked) {

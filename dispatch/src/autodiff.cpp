@@ -85,12 +85,13 @@ void backward(const Tensor& root, const Tensor& seed_in) {
                                                   "needs a seed gradient of that shape",
                                                   root.shape().str(), root.numel()));
     NoGradGuard g;
-    seed = ones(root.shape().dims(), DType::f32, root.device());
+    seed = ones(root.shape().dims(), root.dtype(), root.device());
   } else {
     if (seed.device() != root.device())
       throw DeviceMismatch("backward", root.device(), "root", {{"seed", 1, -1, seed.device(),
                                                                seed.device().backend != root.device().backend}});
-    if (seed.dtype() != DType::f32) throw DTypeMismatch("backward", "seed", seed.dtype(), kFloat);
+    if (seed.dtype() != root.dtype())
+      throw DTypeMismatch("backward", "seed", seed.dtype(), DTypeSet{root.dtype()});
     if (!(seed.shape() == root.shape()))
       throw ShapeError("backward", "seed",
                        fmt::format("has shape {}, the root has shape {}", seed.shape().str(), root.shape().str()));
@@ -125,6 +126,7 @@ void backward(const Tensor& root, const Tensor& seed_in) {
       if (!g.defined()) rule_bug(op, int(s), "no gradient");
       if (!(g.shape() == in.shape())) rule_bug(op, int(s), "shape " + g.shape().str() + " for " + in.shape().str());
       if (g.device() != in.device()) rule_bug(op, int(s), "a gradient on " + g.device().str());
+      if (g.dtype() != in.dtype()) rule_bug(op, int(s), std::string("a gradient of dtype ") + std::string(dtype_name(g.dtype())));
       AutogradMeta* meta = in.impl()->autograd;
       if (meta->grad_fn) accumulate(pending[in.impl()], g);
       else meta->accumulate_grad(g);  // a leaf: its gradient lives on its own device

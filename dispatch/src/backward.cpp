@@ -20,8 +20,9 @@
 namespace crossfire {
 namespace {
 
-// A rank-0 f32 constant on `like`'s device; it broadcasts against anything.
-Tensor constant(double v, const Tensor& like) { return full({}, v, DType::f32, like.device()); }
+// A rank-0 constant of `like`'s float dtype on its device; it broadcasts against anything. (Gradients have their
+// input's dtype: f32, f16 or bf16. `like` is always a float tensor here.)
+Tensor constant(double v, const Tensor& like) { return full({}, v, like.dtype(), like.device()); }
 
 // Axis `a` of a rank-r tensor, negative axes counted from the end (the output rule has already checked it).
 int64_t axis_of(int64_t a, int r) { return a < 0 ? a + r : a; }
@@ -71,7 +72,7 @@ Tensor scatter_along(const Tensor& g, int64_t axis, const Tensor& index, int64_t
   int64_t rest = 1;
   for (int i = 0; i < r - 1; ++i) rest *= moved_shape[i];
   Tensor columns = reshape(arange(0, double(dim), 1, DType::i32, g.device()), {1, dim});
-  Tensor one_hot = cast(eq(reshape(index, {m, 1}), columns), DType::f32);  // [m, dim]
+  Tensor one_hot = cast(eq(reshape(index, {m, 1}), columns), g.dtype());  // [m, dim]
   Tensor scattered = matmul(reshape(moved, {rest, m}), one_hot);            // [rest, dim]
   moved_shape[r - 1] = dim;
   return permute(reshape(scattered, moved_shape.dims()), from_last);

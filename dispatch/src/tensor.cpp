@@ -24,9 +24,10 @@ bool Tensor::tracked() const { return impl_ && detail::is_tracked(impl_); }
 
 Tensor& Tensor::set_requires_grad(bool on) {
   if (!impl_) throw AutodiffError("requires_grad", "undefined tensor");
-  if (on && impl_->dtype != DType::f32)
-    throw AutodiffError("requires_grad", fmt::format("only f32 tensors can require gradients; this tensor is {}",
-                                                     dtype_name(impl_->dtype)));
+  if (on && !is_float(impl_->dtype))
+    throw AutodiffError("requires_grad",
+                        fmt::format("only float tensors (f32, f16, bf16) can require gradients; this tensor is {}",
+                                    dtype_name(impl_->dtype)));
   if (impl_->autograd && impl_->autograd->grad_fn)
     throw AutodiffError("requires_grad",
                         "only leaf tensors can be marked; this tensor is the result of a tracked op (detach it first)");

@@ -170,6 +170,12 @@ struct RefVjp {
   bool conserves = false;  // every upstream element goes whole to one slot, so the gradients add up to sum(u)
 };
 RefVjp vjp(const RefCall& call, const RefTensor& upstream);
+// Whether a backward rule's gradient element of dtype dt is within `bound` of the exact one. f32: within_bound().
+// f16/bf16: a backward rule chains several ops, each rounding its result to the dtype, so every rounding is
+// charged at the dtype's eps: (k_const + k_per_term * terms + 1) * eps_dt * magnitude + tiny_dt, with the same
+// NaN, infinity and overflow rules at the dtype's range.
+bool within_vjp_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms);
+double vjp_allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms);
 bool has_vjp(OpId op);  // whether the op is differentiable (has a derivative here)
 
 // Philox4x32-10 (Salmon et al. 2011), written here from the paper so that rand/randn are checked against an

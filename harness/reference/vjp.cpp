@@ -86,23 +86,29 @@ int axis_of(const VjpCtx& c, int64_t a, int rank) {
 // Elementwise
 // ---------------------------------------------------------------------------------------------------------------
 
-// The largest finite f32.
-constexpr double kF32Max = 0x1.fffffep+127;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// The magnitude of an elementwise gradient term u * d, where d (or another factor an f32 formula forms on the way,
-// `factor`) may be past f32's range: then an f32 evaluation meets an infinity where the exact term is finite, and
-// the term's error cannot be bounded (magnitude +inf: any finite value, or the infinity of the exact term's sign,
-// passes; NaN does not).
-double term_magnitude(double u, double m, double factor) { return std::fabs(factor) <= kF32Max ? std::fabs(u) * m : kInf; }
+// The largest finite value of a float dtype (FloatFormat::overflow is that plus half its ulp).
+double largest(DType dt) {
+  const FloatFormat f = float_format(dt);
+  return f.overflow - f.overflow * f.eps / 2;
+}
+// The magnitude of an elementwise gradient term u * d, where d (or another factor a formula in the dtype forms on
+// the way, `factor`) may be past the dtype's range `lim`: then an evaluation in the dtype meets an infinity where
+// the exact term is finite, and the term's error cannot be bounded (magnitude +inf: any finite value, or the
+// infinity of the exact term's sign, passes; NaN does not).
+double term_magnitude(double u, double m, double factor, double lim) {
+  return std::fabs(factor) <= lim ? std::fabs(u) * m : kInf;
+}
 
 // grad_x = u * d(x), with the magnitude |u| * m(x) (default |u * d(x)|).
 template <class D, class M>
 void unary(VjpCtx& c, D d, M m) {
   const RefTensor& x = c.tensor("x");
   RefResult& g = c.grad("x");
+  const double lim = largest(x.dtype);
   for (size_t i = 0; i < x.values.size(); ++i) {
     const double xi = x.values[i], u = c.u.values[i], dx = d(xi);
-    add_term(g, i, u * dx, std::isnan(dx) ? std::fabs(u) * m(xi) : term_magnitude(u, m(xi), dx));
+    add_term(g, i, u * dx, std::isnan(dx) ? std::fabs(u) * m(xi) : term_magnitude(u, m(xi), dx, lim));
   }
 }
 template <class D>
@@ -139,11 +145,12 @@ void binary(VjpCtx& c, DL dl, DR dr, ML ml, MR mr, std::string_view lhs = "lhs",
   const Shape& out = c.u.shape;
   const std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
   RefResult &ga = c.grad(lhs), &gb = c.grad(rhs);
+  const double lim = largest(a.dtype);
   for (size_t j = 0; j < sa.size(); ++j) {
     const double x = a.values[size_t(sa[j])], y = b.values[size_t(sb[j])], u = c.u.values[j];
     const double l = dl(x, y), r = dr(x, y);
-    add_term(ga, size_t(sa[j]), u * l, std::isnan(l) ? std::fabs(u) * ml(x, y) : term_magnitude(u, ml(x, y), l));
-    add_term(gb, size_t(sb[j]), u * r, std::isnan(r) ? std::fabs(u) * mr(x, y) : term_magnitude(u, mr(x, y), r));
+    add_term(ga, size_t(sa[j]), u * l, std::isnan(l) ? std::fabs(u) * ml(x, y) : term_magnitude(u, ml(x, y), l, lim));
+    add_term(gb, size_t(sb[j]), u * r, std::isnan(r) ? std::fabs(u) * mr(x, y) : term_magnitude(u, mr(x, y), r, lim));
   }
 }
 template <class DL, class DR>
@@ -164,24 +171,26 @@ void d_mul(VjpCtx& c) {
 }
 // d/dr = -(l / r) / r: an f32 formula forms the output l / r first, which may overflow where the gradient fits.
 void d_div(VjpCtx& c) {
+  const double lim = largest(c.tensor("lhs").dtype);
   binary(
       c, [](double, double y) { return 1.0 / y; }, [](double x, double y) { return -(x / y) / y; },
       [](double, double y) { return std::fabs(1.0 / y); },
-      [](double x, double y) { return std::fabs(x / y) <= kF32Max ? std::fabs((x / y) / y) : kInf; });
+      [lim](double x, double y) { return std::fabs(x / y) <= lim ? std::fabs((x / y) / y) : kInf; });
 }
 // d/dl = r l^(r-1); d/dr = l^r ln l (domain l > 0). An f32 evaluation rounds r - 1 before the pow, which moves
 // l^(r-1) by up to eps * |(r - 1) ln l| relatively: the lhs magnitude carries that factor.
 void d_pow(VjpCtx& c) {
+  const double lim = largest(c.tensor("lhs").dtype);
   binary(
       c, [](double x, double y) { return y * std::pow(x, y - 1); },
       [](double x, double y) { return std::pow(x, y) * std::log(x); },
-      [](double x, double y) {
+      [lim](double x, double y) {
         const double p = std::pow(x, y - 1);
-        return std::fabs(p) <= kF32Max ? std::fabs(y * p) * (1 + std::fabs((y - 1) * std::log(x))) : kInf;
+        return std::fabs(p) <= lim ? std::fabs(y * p) * (1 + std::fabs((y - 1) * std::log(x))) : kInf;
       },
-      [](double x, double y) {
+      [lim](double x, double y) {
         const double p = std::pow(x, y);
-        return std::fabs(p) <= kF32Max ? std::fabs(p * std::log(x)) : kInf;
+        return std::fabs(p) <= lim ? std::fabs(p * std::log(x)) : kInf;
       });
 }
 // maximum: all of u to lhs where lhs >= rhs (ties included), else to rhs (also where either is NaN).
@@ -532,6 +541,25 @@ RefVjp vjp(const RefCall& call, const RefTensor& upstream) {
     }
   }
   return r;
+}
+
+double vjp_allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms) {
+  if (!is_half(dt)) return allowed_error(bound, magnitude, terms);
+  const FloatFormat f = float_format(dt);
+  const double k = double(bound.k_const) + double(bound.k_per_term) * double(terms) + 1.0;
+  return k * f.eps * magnitude + f.tiny;
+}
+
+bool within_vjp_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms) {
+  if (!is_half(dt)) return within_bound(bound, got, exact, magnitude, terms);
+  if (std::isnan(exact)) return std::isnan(got);
+  if (terms > 1 && !(magnitude < float_format(DType::f32).overflow)) return true;  // as within_bound()
+  if (std::isnan(got)) return false;
+  const double allowed = vjp_allowed_error(bound, dt, magnitude, terms);
+  if (std::isinf(exact)) return got == exact;
+  if (std::isinf(got))
+    return std::signbit(got) == std::signbit(exact) && std::fabs(exact) + allowed >= float_format(dt).overflow;
+  return std::fabs(got - exact) <= allowed;
 }
 
 }  // namespace crossfire::reference

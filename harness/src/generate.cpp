@@ -129,7 +129,7 @@ class Generator {
     if (cfg_.backward) {
       std::vector<int> tracked;
       for (size_t i = 0; i < meta_.size(); ++i)
-        if (!p_.values[i].is_input() && meta_[i].tracked && meta_[i].dtype == DType::f32) tracked.push_back(int(i));
+        if (!p_.values[i].is_input() && meta_[i].tracked && is_float(meta_[i].dtype)) tracked.push_back(int(i));
       if (!tracked.empty() && c_.coin(1, 2)) p_.backward_of = tracked[size_t(c_.range(0, int64_t(tracked.size()) - 1))];
     }
     return std::move(p_);
@@ -203,7 +203,7 @@ class Generator {
     in.shape = shape;
     in.device = input_device();
     if (!computes(in.device, dt)) in.device = home_;
-    in.tracked = dt == DType::f32 && tracked;
+    in.tracked = is_float(dt) && tracked;
     int64_t n = shape.numel();
     int kind = int(pick(0, cfg_.special_values ? 3 : 2));
     if (kind == 3 && (in.tracked || !c_.coin(1, 2))) kind = 1;  // specials are rare and never in tracked inputs
@@ -220,7 +220,7 @@ class Generator {
         in.ints.push_back(int32_t(pick(0, 1)));
       }
     }
-    return push(Value{std::move(in)}, Meta{dt, shape, dt == DType::f32 && tracked, p_.values.size() ? home_ : home_});
+    return push(Value{std::move(in)}, Meta{dt, shape, is_float(dt) && tracked, p_.values.size() ? home_ : home_});
   }
   int push(Value v, Meta m) {
     if (v.is_input()) m.device = v.input().device;
@@ -243,7 +243,7 @@ class Generator {
       }
       if (!cand_.empty() && c_.coin(3, 4)) return with_override(cand_[size_t(pick(0, int64_t(cand_.size()) - 1))]);
     }
-    bool tracked = cfg_.tracked && !untracked_only && dt == DType::f32 && p.grad == GradPolicy::differentiable &&
+    bool tracked = cfg_.tracked && !untracked_only && is_float(dt) && p.grad == GradPolicy::differentiable &&
                    c_.coin(1, 2);
     return with_override(fresh_input(dt, fresh_shape(), tracked, p.domain, index_bound));
   }
@@ -725,7 +725,7 @@ class Generator {
         if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
           for (const ValueRef& r : *l) out.tracked |= tracked_ref(r);
       }
-      out.tracked &= out.dtype == DType::f32;
+      out.tracked &= is_float(out.dtype);
     }
     push(Value{std::move(n)}, out);
   }

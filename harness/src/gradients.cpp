@@ -45,12 +45,14 @@ Tensor upload(const RefTensor& t, Device d) {
   return from_bytes(bytes, t.shape.dims(), t.dtype, d);
 }
 
-RefTensor zeros_of(const Shape& s) { return RefTensor{DType::f32, s, std::vector<double>(size_t(s.numel()), 0.0)}; }
+RefTensor zeros_of(const Shape& s, DType dt = DType::f32) {
+  return RefTensor{dt, s, std::vector<double>(size_t(s.numel()), 0.0)};
+}
 
-// The upstream gradient a node's backward rule is checked with: pseudo-random multiples of 1/4 in [-0.875, 0.875],
-// never 0 (every element routes something), exact in f32, fixed by the node's id.
-RefTensor upstream_for(int v, const Shape& s) {
-  RefTensor u{DType::f32, s, {}};
+// The upstream gradient a node's backward rule is checked with, of the node's dtype: pseudo-random multiples of 1/4
+// in [-0.875, 0.875], never 0 (every element routes something), exact in f32, f16 and bf16, fixed by the node's id.
+RefTensor upstream_for(int v, const Shape& s, DType dt) {
+  RefTensor u{dt, s, {}};
   uint64_t x = 0x9E3779B97F4A7C15ull * uint64_t(v + 1);
   for (int64_t i = 0; i < s.numel(); ++i) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -104,16 +106,27 @@ bool same_branches(const Program& p, const Evaluation& a, const Evaluation& b, c
   for (size_t v = 0; v < p.values.size(); ++v) {
     if (!anc[v] || p.values[v].is_input() || !op_def(p.values[v].node().op).piecewise()) continue;
     std::vector<double> va{0.0}, vb{0.0};
+    DType dt = DType::f32;
     for (const NodeArg& arg : p.values[v].node().args) {
       const auto* r = std::get_if<ValueRef>(&arg);
       if (r == nullptr) continue;
       const std::optional<RefTensor>& ra = a[size_t(r->id)];
       const std::optional<RefTensor>& rb = b[size_t(r->id)];
-      if (!ra || !rb || ra->dtype != DType::f32 || rb->dtype != DType::f32) continue;
+      if (!ra || !rb || !is_float(ra->dtype) || !is_float(rb->dtype)) continue;
       if (ra->values.size() != rb->values.size()) return false;
       va.insert(va.end(), ra->values.begin(), ra->values.end());
       vb.insert(vb.end(), rb->values.begin(), rb->values.end());
+      dt = ra->dtype;
     }
+    // Where the kink sits at a float attribute (clamp's min and max), the attribute as the op rounds it (to f32,
+    // then to x's dtype) is one of the values ordered: a bf16 x of -0.7207 in f64 lies below min = -0.71875 while
+    // the device's x, rounded to bf16, is -0.71875 and inside (a campaign, seed 1, the first with tracked halves).
+    if (op_def(p.values[v].node().op).kink == Kink::at_attributes)
+      for (const NodeArg& arg : p.values[v].node().args)
+        if (const double* f = std::get_if<double>(&arg)) {
+          const double at = reference::round_to(reference::round_to(*f, DType::f32), dt);
+          va.push_back(at), vb.push_back(at);
+        }
     std::vector<size_t> order(va.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {  // NaNs last: a strict weak order
@@ -127,12 +140,18 @@ bool same_branches(const Program& p, const Evaluation& a, const Evaluation& b, c
   return true;
 }
 
-// A run's f32 values on the gradient's path, as an evaluation (read back once).
-Evaluation f32_values(const Program& p, const RunResult& r, const std::vector<bool>& anc) {
+// A run's float values on the gradient's path, as an evaluation (read back once).
+Evaluation float_values(const Program& p, const RunResult& r, const std::vector<bool>& anc) {
   Evaluation e(p.values.size());
   for (size_t v = 0; v < e.size(); ++v)
-    if (anc[v] && r.tensors[v].defined() && r.tensors[v].dtype() == DType::f32) e[v] = RefTensor::from(r.tensors[v]);
+    if (anc[v] && r.tensors[v].defined() && is_float(r.tensors[v].dtype())) e[v] = RefTensor::from(r.tensors[v]);
   return e;
+}
+
+// The largest finite value of a float dtype.
+double largest(DType dt) {
+  const reference::FloatFormat f = reference::float_format(dt);
+  return f.overflow - f.overflow * f.eps / 2;  // overflow is the largest value plus half its ulp
 }
 
 class GradientOracle {
@@ -244,12 +263,16 @@ class GradientOracle {
       return true;
     }
     if (rec.status != NodeStatus::ok || !rec.ref_call || !rec.output || run.standin[size_t(v)] || rec.used_standin) {
-      skip(SkipReason::upstream_missing);
+      if (behind_unsupported(p_, run, v))  // an f16 input on a backend without f16, say
+        counts_.skipped_unsupported++;
+      else
+        skip(SkipReason::upstream_missing);
       return true;
     }
-    if (rec.output->dtype != DType::f32) return true;  // only f32 is ever tracked
+    const DType dt = rec.output->dtype;
+    if (!is_float(dt)) return true;  // only float tensors are ever tracked
     const std::vector<Slot> slots = slots_of(op, *rec.ref_call);
-    const RefTensor u = upstream_for(v, rec.output->shape);
+    const RefTensor u = upstream_for(v, rec.output->shape, dt);
     reference::RefVjp exact;
     try {
       exact = reference::vjp(*rec.ref_call, u);
@@ -262,7 +285,7 @@ class GradientOracle {
     // The rule alone on fresh leaves: every slot the reference differentiates, where it is f32, is tracked.
     std::vector<bool> tracked(slots.size());
     for (size_t s = 0; s < slots.size(); ++s)
-      tracked[s] = s < exact.grads.size() && exact.grads[s] && slots[s].value->dtype == DType::f32;
+      tracked[s] = s < exact.grads.size() && exact.grads[s] && is_float(slots[s].value->dtype);
     if (std::find(tracked.begin(), tracked.end(), true) == tracked.end()) return true;
     std::vector<Tensor> fresh;
     std::vector<std::optional<RefTensor>> got(slots.size());
@@ -281,7 +304,7 @@ class GradientOracle {
       for (size_t s = 0; s < slots.size(); ++s) {
         if (!tracked[s]) continue;
         const Tensor g = fresh[s].grad();
-        got[s] = g.defined() ? RefTensor::from(g) : zeros_of(slots[s].value->shape);
+        got[s] = g.defined() ? RefTensor::from(g) : zeros_of(slots[s].value->shape, slots[s].value->dtype);
         if (o_.fault == PlantedFault::scale_backward_rule)
           for (double& x : got[s]->values) x = x * 1.5 + 0.25;
       }
@@ -304,7 +327,7 @@ class GradientOracle {
       counts_.checked_backward_rules++;
       for (size_t i = 0; i < want.value.values.size() && i < got[s]->values.size(); ++i) {
         const double g = got[s]->values[i], e = want.value.values[i];
-        if (reference::within_bound(exact.bound, DType::f32, g, e, want.magnitude[i], want.terms[i])) continue;
+        if (reference::within_vjp_bound(exact.bound, dt, g, e, want.magnitude[i], want.terms[i])) continue;
         if (!finite_inputs) {
           skip(SkipReason::nonfinite_intermediate);
           break;
@@ -318,8 +341,7 @@ class GradientOracle {
                         v, op.name, dev(di), arg, i, format_float(g), format_float(e)),
             fmt::format("allowed error {} (magnitude {}, {} terms); at {}'s own inputs of the node, upstream "
                         "gradient {}",
-                        format_float(reference::allowed_error(exact.bound, DType::f32, want.magnitude[i],
-                                                              want.terms[i])),
+                        format_float(reference::vjp_allowed_error(exact.bound, dt, want.magnitude[i], want.terms[i])),
                         format_float(want.magnitude[i]), want.terms[i], dev(di), format_values(u)));
       }
     }
@@ -370,14 +392,15 @@ class GradientOracle {
       }
       try {
         const Tensor& out = run.tensors[size_t(root_)];
-        Tensor seed = seed_.size() == size_t(out.shape().numel())
-                          ? from_data(std::span<const float>(seed_), out.shape().dims(), out.device())
-                          : ones(out.shape().dims(), DType::f32, out.device());
+        RefTensor mask = zeros_of(out.shape(), out.dtype());
+        for (size_t i = 0; i < mask.values.size(); ++i) mask.values[i] = i < seed_.size() ? seed_[i] : 1.0;
+        Tensor seed = upload(mask, out.device());
         backward(out, seed);
         std::vector<RefTensor> g;
         for (int leaf : leaves_) {
           Tensor gt = run.tensors[size_t(leaf)].grad();
-          RefTensor rt = gt.defined() ? RefTensor::from(gt) : zeros_of(p_.values[size_t(leaf)].input().shape);
+          const InputDef& in = p_.values[size_t(leaf)].input();
+          RefTensor rt = gt.defined() ? RefTensor::from(gt) : zeros_of(in.shape, in.dtype);
           plant(rt, di);
           g.push_back(std::move(rt));
         }
@@ -448,8 +471,8 @@ class GradientOracle {
     // where the true derivative is 0; a non-finite gradient there is skipped, not reported. (An f64 value past the
     // largest f32 is infinite on the devices.)
     for (size_t v = 0; v < base_.size(); ++v)
-      if (anc_[v] && base_[v] && base_[v]->dtype == DType::f32)
-        for (double x : base_[v]->values) nonfinite_intermediate_ |= !(std::fabs(x) <= 0x1.fffffep+127);
+      if (anc_[v] && base_[v] && is_float(base_[v]->dtype))
+        for (double x : base_[v]->values) nonfinite_intermediate_ |= !(std::fabs(x) <= largest(base_[v]->dtype));
     // The same holds at the boundary of a parameter's domain (sqrt at 0: the derivative is unbounded there, and the
     // chain rule meets 0 * inf even where the loss does not depend on the input). The op table's Domain says where
     // the boundary is, so no op is named here.
@@ -475,7 +498,7 @@ class GradientOracle {
     if (base_[size_t(root_)])
       for (size_t di = 0; di < runs.size(); ++di)
         for (size_t v = 0; v < p_.values.size(); ++v)
-          if (anc_[v] && base_[v] && base_[v]->dtype != DType::f32 && runs[di].nodes[v].output &&
+          if (anc_[v] && base_[v] && !is_float(base_[v]->dtype) && runs[di].nodes[v].output &&
               runs[di].nodes[v].output->values != base_[v]->values)
             device_consistent_[di] = false;
     chain_comparable_.assign(runs.size(), std::nullopt);
@@ -493,7 +516,7 @@ class GradientOracle {
         continue;
       }
       if (!same_branch_[di])
-        same_branch_[di] = same_branches(p_, f32_values(p_, runs[*first], anc_), f32_values(p_, runs[di], anc_), anc_);
+        same_branch_[di] = same_branches(p_, float_values(p_, runs[*first], anc_), float_values(p_, runs[di], anc_), anc_);
       if (!*same_branch_[di]) {  // Note [Branches across devices]
         skip(SkipReason::branches_differ);
         continue;
@@ -501,7 +524,8 @@ class GradientOracle {
       const auto &ga = (*grads_[*first])[li].values, &gb = (*grads_[di])[li].values;
       counts_.checked++;
       for (size_t i = 0; i < ga.size() && i < gb.size(); ++i) {
-        const double tol = 1e-2 * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
+        const double rel = std::max(1e-2, 32 * reference::float_format(p_.values[size_t(leaf)].input().dtype).eps);
+        const double tol = rel * (std::fabs(ga[i]) + std::fabs(gb[i])) + 1e-4;
         if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol)
           return failed(root_, dev(*first) + " vs " + dev(di),
                         fmt::format("devices disagree on a gradient: d(sum %{})/d%{}, element {} is {} on {} and {} "
@@ -517,7 +541,7 @@ class GradientOracle {
   // branches (Note [Branches across devices], on the device's values against f64's).
   bool chain_comparable(size_t di, const std::vector<RunResult>& runs) {
     if (!chain_ || !device_consistent_[di]) return false;
-    if (!chain_comparable_[di]) chain_comparable_[di] = same_branches(p_, f32_values(p_, runs[di], anc_), base_, anc_);
+    if (!chain_comparable_[di]) chain_comparable_[di] = same_branches(p_, float_values(p_, runs[di], anc_), base_, anc_);
     return *chain_comparable_[di];
   }
 
@@ -596,7 +620,7 @@ class GradientOracle {
                                               double* fd_out, double* h_out) {
     if (!l0_) l0_ = loss_at({}, nullptr);
     const std::optional<std::vector<double>>& l0 = *l0_;
-    // Steps are taken on f32-representable points (the reference may read f32 inputs as f32), and the slopes
+    // Steps are taken on points the leaf's dtype can hold (the reference reads inputs as they are), and the slopes
     // divide by the step actually taken. Also accumulates the f64 resolution of the difference: a change smaller
     // than the rounding of a huge element (1e30 - h == 1e30) is invisible, and such points are not judged by it.
     const double xi = x0.values[size_t(i)];
@@ -610,7 +634,7 @@ class GradientOracle {
       return s;
     };
     auto loss_step = [&](double h, double* fwd, double* bwd, double* fd, Evaluation* vp, Evaluation* vm) -> bool {
-      const double xp = double(float(xi + h)), xm = double(float(xi - h));
+      const double xp = reference::round_to(xi + h, x0.dtype), xm = reference::round_to(xi - h, x0.dtype);
       if (!(xp > xi) || !(xm < xi)) return false;
       Evaluation over(p_.values.size());
       over[size_t(leaf)] = x0;
@@ -644,7 +668,7 @@ class GradientOracle {
     // x = 1.49993 gave 9.88 against the exact 10; a campaign, seed 20261204).
     auto discrete_equal = [&](const Evaluation& a, const Evaluation& b) {
       for (size_t v = 0; v < a.size(); ++v)
-        if (anc_[v] && a[v] && b[v] && a[v]->dtype != DType::f32 && a[v]->values != b[v]->values) return false;
+        if (anc_[v] && a[v] && b[v] && !is_float(a[v]->dtype) && a[v]->values != b[v]->values) return false;
       return true;
     };
     const bool discrete_steady = discrete_equal(base_, vp) && discrete_equal(base_, vm) &&
@@ -670,7 +694,7 @@ class GradientOracle {
     const std::vector<bool> dep = descendants_of(p_, leaf);
     int64_t budget = 4096;  // elements, so two evaluations each
     for (size_t v = size_t(leaf) + 1; v < size_t(root_) && budget > 0; ++v) {
-      if (!anc_[v] || !dep[v] || !base_[v] || base_[v]->dtype != DType::f32) continue;
+      if (!anc_[v] || !dep[v] || !base_[v] || !is_float(base_[v]->dtype)) continue;
       Evaluation over(p_.values.size());
       over[v] = base_[v];
       for (size_t j = 0; j < base_[v]->values.size() && budget-- > 0; ++j) {
@@ -683,7 +707,7 @@ class GradientOracle {
         if (!lp || !lm) continue;
         double s = 0;
         for (size_t k = 0; k < lp->size() && k < lm->size(); ++k) s += (*lp)[k] - (*lm)[k];
-        if (std::fabs(s / (2 * h)) > 0x1.fffffep+127) return true;
+        if (std::fabs(s / (2 * h)) > largest(base_[v]->dtype)) return true;
       }
     }
     return false;
@@ -713,7 +737,8 @@ class GradientOracle {
         return true;
       }
     }
-    if (!std::isfinite(want) || std::fabs(want) > 0x1.fffffep+127) {  // the f64 chain rule met a non-finite value
+    const DType dt = p_.values[size_t(leaf)].input().dtype;
+    if (!std::isfinite(want) || std::fabs(want) > largest(dt)) {  // the f64 chain rule met a non-finite value
       skip(SkipReason::nonfinite_intermediate);
       return true;
     }
@@ -729,7 +754,11 @@ class GradientOracle {
       skip(SkipReason::adjoint_past_f32);
       return true;
     }
-    const double tol = 1e-2 * std::fabs(want) + 1e-3 * (1 + std::fabs(want));
+    // f32: 1e-2 relative and 1e-3 absolute. A half gradient is formed by rounding to the dtype at every node of the
+    // path (and its forward values are rounded too), so its confirmation allows 32 of its eps both ways (f16 3%,
+    // bf16 25%): loose, but a sign, a factor or a lost term still shows, and step 1 holds each rule to its bound.
+    const double rel = std::max(1e-2, 32 * reference::float_format(dt).eps);
+    const double tol = rel * std::fabs(want) + std::max(1e-3, rel) * (1 + std::fabs(want));
     counts_.checked++;
     if (std::isfinite(g) && std::fabs(g - want) <= tol) return true;
     return failed(root_, dev(di),

@@ -203,7 +203,7 @@ Tensor make_standin(const OutputSpec& spec, bool tracked, uint64_t salt) {
     }
   }
   Tensor t = from_bytes(bytes, spec.shape.dims(), spec.dtype, spec.device);
-  if (tracked && spec.dtype == DType::f32) t.set_requires_grad(true);
+  if (tracked && is_float(spec.dtype)) t.set_requires_grad(true);
   return t;
 }
 

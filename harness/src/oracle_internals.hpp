@@ -21,6 +21,9 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n, const Evaluat
 bool sits_on_kink(const NodeDef& n, const Evaluation& vals);
 // The values `root` depends on (itself included); all false for root < 0.
 std::vector<bool> ancestors_of(const Program& p, int root);
+// Whether value v did not run on a device because something it depends on was unsupported there (a kernel or a
+// dtype the backend lacks): counted as skipped_unsupported, not as a skip for another reason.
+bool behind_unsupported(const Program& p, const RunResult& run, int v);
 // The values that depend on `from` (itself included).
 std::vector<bool> descendants_of(const Program& p, int from);
 

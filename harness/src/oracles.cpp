@@ -201,6 +201,13 @@ std::vector<bool> ancestors_of(const Program& p, int root) {
   return need;
 }
 
+bool behind_unsupported(const Program& p, const RunResult& run, int v) {
+  const std::vector<bool> anc = ancestors_of(p, v);
+  for (size_t u = 0; u < anc.size(); ++u)
+    if (anc[u] && run.nodes[u].status == NodeStatus::unsupported) return true;
+  return false;
+}
+
 // The values that depend on `from` (itself included).
 std::vector<bool> descendants_of(const Program& p, int from) {
   std::vector<bool> dep(p.values.size(), false);
@@ -412,7 +419,10 @@ class Checker {
           continue;
         }
         if (rec.status == NodeStatus::missing) {
-          counts(OracleKind::agreement).skip(SkipReason::upstream_missing);
+          if (behind_unsupported(p_, runs[di], int(v)))  // the backend lacks a kernel or dtype upstream
+            counts(OracleKind::agreement).skipped_unsupported++;
+          else
+            counts(OracleKind::agreement).skip(SkipReason::upstream_missing);
           continue;
         }
         if (rec.status == NodeStatus::failed && pred_[v].no_tensor_input &&

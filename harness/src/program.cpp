@@ -402,8 +402,9 @@ class Parser {
     skip_spaces();
     size_t tc = col_;
     if (accept_word("tracked")) {
-      if (in.dtype != DType::f32)
-        fail_at(line_, int(tc) + 1, fmt::format("only f32 inputs can be tracked, this one is {}", dtype_name(in.dtype)));
+      if (!is_float(in.dtype))
+        fail_at(line_, int(tc) + 1,
+                fmt::format("only float inputs (f32, f16, bf16) can be tracked, this one is {}", dtype_name(in.dtype)));
       in.tracked = true;
     }
     expect('=');

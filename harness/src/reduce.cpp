@@ -178,7 +178,7 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
       in.dtype = val->dtype;
       in.shape = val->shape;
       in.device = pred[size_t(v)].device;
-      in.tracked = pred[size_t(v)].tracked && val->dtype == DType::f32;
+      in.tracked = pred[size_t(v)].tracked && is_float(val->dtype);
       for (double x : val->values) {
         // (an f16/bf16 value is an f32 value; an f64 result is rounded to the input's dtype first)
         if (is_float(in.dtype)) in.f32_bits.push_back(f32_to_bits(float(reference::round_to(x, in.dtype))));

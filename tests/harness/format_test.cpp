@@ -82,7 +82,7 @@ TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
   expect_parse_error(h + "input %0 f32 [2] cpu:0 = 0x1p+0\n", 2, 0, "expected 2 values");
   expect_parse_error(h + "input %0 f32 [1] cpu:0 = 0x1p+0 2\n", 2, 0, "more values");
   expect_parse_error(h + "input %0 f32 [1] gpu:0 = 1\n", 2, 18, "unknown backend `gpu`");
-  expect_parse_error(h + "input %0 i32 [1] cpu:0 tracked = 1\n", 2, 24, "only f32 inputs can be tracked");
+  expect_parse_error(h + "input %0 i32 [1] cpu:0 tracked = 1\n", 2, 24, "only float inputs (f32, f16, bf16) can be tracked");
   expect_parse_error(h + "input %1 f32 [] cpu:0 = 1\n", 2, 7, "expected %0");
   expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 frobnicate x=%0\n", 3, 9, "unknown op `frobnicate`");
   expect_parse_error(h + "input %0 f32 [] cpu:0 = 1\nnode %1 add rhs=%0 lhs=%0\n", 3, 13, "expected parameter `lhs`");

@@ -246,6 +246,34 @@ TEST(GradientOracle, ChecksKinksByTheOpTablesConventions) {
   EXPECT_TRUE(has_failure(smooth, OracleKind::gradients, "finite differences")) << failures(smooth);
 }
 
+// Tracked f16 and bf16 inputs: every backward rule is judged at the dtype's own bound (reference::within_vjp_bound),
+// and a wrong rule is caught in both dtypes.
+TEST(GradientOracle, JudgesHalfBackwardRulesAtTheirDtypesBound) {
+  for (const char* dt : {"f16", "bf16"}) {
+    SCOPED_TRACE(dt);
+    const Program p = parse_program(fmt::format(
+        "crossfire-program 2\ninput %0 {0} [3] cpu:0 tracked = 0x1p+0 -0x1p+1 0x1p-1\n"
+        "input %1 {0} [3] cpu:0 tracked = 0x1.8p+0 0x1p-2 -0x1p+0\nnode %2 mul lhs=%0 rhs=%1\n"
+        "node %3 tanh x=%2\nnode %4 softmax x=%3 axis=0\nbackward %4\n", dt));
+    const ProgramReport clean = check_program(p, only(OracleKind::gradients));
+    EXPECT_TRUE(clean.failures.empty()) << failures(clean);
+    EXPECT_GE(clean.counts[size_t(OracleKind::gradients)].checked_backward_rules, 4u);
+    const ProgramReport r = check_program(p, only(OracleKind::gradients, PlantedFault::scale_backward_rule));
+    EXPECT_TRUE(has_failure(r, OracleKind::gradients, "backward rule disagrees with the f64 derivative")) << failures(r);
+  }
+}
+
+// clamp's kinks are its attributes as the op rounds them: the branch test orders them with x, so a bf16 x that
+// lies below min in f64 but on it after rounding is not judged by the f64 chain rule (a campaign, seed 1).
+TEST(GradientOracle, OrdersClampsInputAgainstItsRoundedBounds) {
+  const Program p = parse_program(
+      "crossfire-program 2\ninput %0 bf16 [1] cpu:0 = -0x1.64p-1\ninput %1 bf16 [1] cpu:0 tracked = 0x1.ap-6\n"
+      "node %2 sub lhs=%0 rhs=%1\nnode %3 clamp x=%2 min=-0x1.71p-1 max=-0x1p-2\nbackward %3\n");
+  const ProgramReport r = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  EXPECT_GE(r.counts[size_t(OracleKind::gradients)].checked_backward_rules, 2u);
+}
+
 // Note [Where a piecewise op's derivative jumps]: maximum's kinks are its ties, element by element. Two equal
 // elements of x that are never compared with each other (nor a zero) are no kink, and the gradient is checked
 // against finite differences; at a tie of x[i] with w[i] the convention (lhs takes it) is checked by the chain rule.
