@@ -129,7 +129,7 @@ TEST_F(Validation, ADTypeTheBackendDoesNotComputeIsUnsupportedNamingItAndTheDevi
   GTEST_SKIP() << d0.str() << "'s backend computes every dtype";
 }
 
-TEST_F(Validation, RequiresGradOnlyForF32) {
+TEST_F(Validation, RequiresGradOnlyForFloats) {
   Tensor i = i32({2}, d0);
   EXPECT_THROW(i.set_requires_grad(), AutodiffError);
   EXPECT_FALSE(i.tracked());
@@ -168,6 +168,9 @@ TEST_F(Validation, ShapeAndAttributeErrorsNameTheArgument) {
   EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { conv2d(img, w1, nullptr, {1}, {0, 0}); }).param, "stride");
   Tensor big_kernel = f32({1, 1, 5, 5}, d0);
   expect_clean_error<ShapeError>([&] { conv2d(img, big_kernel, nullptr, {1, 1}, {0, 0}); });
+  // rand and randn draw float values only.
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { rand({2}, 1, d0, DType::i32); }).param, "dtype");
+  EXPECT_EQ(expect_clean_error<InvalidArgument>([&] { randn({2}, 1, d0, DType::boolean); }).param, "dtype");
 }
 
 // cat's shape check is compiled once per rank (rules.cpp), so every rank and axis gets a list that fits and lists

@@ -228,10 +228,13 @@ void creation(Gen& g) {
       g.add(fmt::format("i32 {}", shp(s))).bytes(f).ints(s).dtype(DType::i32).device(g.d);
       g.add(fmt::format("bool {}", shp(s))).bytes(b).ints(s).dtype(DType::boolean).device(g.d);
     }
-  } else {  // rand, randn
-    for (int64_t seed : {int64_t(0), int64_t(42), int64_t(-1), int64_t(1) << 40})
-      for (const Shp& s : std::vector<Shp>{{}, {1}, {7}, {3, 5}, {0}})
-        g.add(fmt::format("seed {} {}", seed, shp(s))).ints(s).integer(seed).device(g.d);
+  } else {  // rand, randn: every float dtype the device computes
+    for (DType dt : computed_on(g.d)) {
+      if (!is_float(dt)) continue;
+      for (int64_t seed : {int64_t(0), int64_t(42), int64_t(-1), int64_t(1) << 40})
+        for (const Shp& s : std::vector<Shp>{{}, {1}, {7}, {3, 5}, {0}})
+          g.add(fmt::format("{} seed {} {}", dtype_name(dt), seed, shp(s))).ints(s).integer(seed).dtype(dt).device(g.d);
+    }
   }
 }
 

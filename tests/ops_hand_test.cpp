@@ -326,18 +326,27 @@ TEST(OpHand, RandomFromPublishedPhilox) {
   std::vector<double> u;
   for (uint32_t x : w) u.push_back(double(x >> 8) * 0x1p-24);
   CallBuilder r(ids::rand_id, "seed 0");
-  r.ints({2, 2}).integer(0).device(d);
+  r.ints({2, 2}).integer(0).dtype(DType::f32).device(d);
   hand(r, DType::f32, Shape{2, 2}, u);
   // Box-Muller on words 0 and 1: r = sqrt(-2 ln u1), u1 = ((w0 >> 8) + 0.5) 2^-24, angle 2 pi (w1 >> 8) 2^-24.
   double u1 = (double(w[0] >> 8) + 0.5) * 0x1p-24, rad = std::sqrt(-2 * std::log(u1));
   double angle = 2 * std::numbers::pi * u[1];
   CallBuilder n(ids::randn_id, "seed 0, odd count");
-  n.ints({3}).integer(0).device(d);
+  n.ints({3}).integer(0).dtype(DType::f32).device(d);
   double u1b = (double(w[2] >> 8) + 0.5) * 0x1p-24;
   hand(n, DType::f32, Shape{3},
        {rad * std::cos(angle), rad * std::sin(angle),
         std::sqrt(-2 * std::log(u1b)) * std::cos(2 * std::numbers::pi * u[3])},
        2e-6);
+  // f16 and bf16 take the top 11 and 8 bits of the same words: 0x6627e8d5 >> 21 = 0x331 = 817, so 817 / 2048; and so on.
+  const Backend* b = find_backend(d);
+  if (b == nullptr || !b->dtypes().contains(DType::f16)) return;
+  CallBuilder h(ids::rand_id, "seed 0, f16");
+  h.ints({4}).integer(0).dtype(DType::f16).device(d);
+  hand(h, DType::f16, Shape{4}, {817.0 / 2048, 1803.0 / 2048, 1506.0 / 2048, 1240.0 / 2048});
+  CallBuilder bf(ids::rand_id, "seed 0, bf16");
+  bf.ints({4}).integer(0).dtype(DType::bf16).device(d);
+  hand(bf, DType::bf16, Shape{4}, {102.0 / 256, 225.0 / 256, 188.0 / 256, 155.0 / 256});
 }
 
 }  // namespace

@@ -121,7 +121,12 @@ OutputSpec from_data(const CallView& c) {
   return {dt, s, c.target};
 }
 
-OutputSpec random(const CallView& c) { return {DType::f32, checked_shape(c, 0, c.ints(0)), c.target}; }
+// rand and randn draw float values: their dtype attribute (parameter 2) must be f32, f16 or bf16.
+OutputSpec random(const CallView& c) {
+  const DType dt = c.dtype(2);
+  if (!kFloat.contains(dt)) invalid(c, 2, fmt::format("{} draws float values (f32, f16, bf16), not {}", c.op.name, dtype_name(dt)));
+  return {dt, checked_shape(c, 0, c.ints(0)), c.target};
+}
 
 OutputSpec same_as_input(const CallView& c) {
   const Tensor& x = c.tensor(0);

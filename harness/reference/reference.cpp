@@ -353,16 +353,28 @@ RefResult ev_from_data(const Ctx& c) {
 
 double uniform_24(uint32_t w) { return double(w >> 8) * 0x1p-24; }
 
+// rand and randn draw a float dtype (op table).
+DType random_dtype(const Ctx& c) {
+  const DType dt = c.dtype("dtype");
+  if (!is_float(dt)) c.fail("dtype", fmt::format("{} draws float values, not {}", c.op.name, dtype_name(dt)));
+  return dt;
+}
+
+// The top p bits of the word, p = the dtype's precision: (w >> (32 - p)) * 2^-p.
 RefResult ev_rand(const Ctx& c) {
   int64_t seed = c.integer("seed");
-  RefResult r = make_result(DType::f32, c.shape_from("shape", c.ints("shape")));
-  for (size_t i = 0; i < r.value.values.size(); ++i) r.value.values[i] = uniform_24(philox_word(seed, int64_t(i)));
+  const DType dt = random_dtype(c);
+  const int p = float_format(dt).precision;
+  RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
+  for (size_t i = 0; i < r.value.values.size(); ++i)
+    r.value.values[i] = std::ldexp(double(philox_word(seed, int64_t(i)) >> (32 - p)), -p);
   return exact_result(r);
 }
 
+// The same values in every dtype (exact f64, left unrounded like every transcendental result).
 RefResult ev_randn(const Ctx& c) {
   int64_t seed = c.integer("seed");
-  RefResult r = make_result(DType::f32, c.shape_from("shape", c.ints("shape")));
+  RefResult r = make_result(random_dtype(c), c.shape_from("shape", c.ints("shape")));
   int64_t n = r.value.numel();
   for (int64_t j = 0; 2 * j < n; ++j) {
     double u1 = (double(philox_word(seed, 2 * j) >> 8) + 0.5) * 0x1p-24;

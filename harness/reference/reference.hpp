@@ -173,7 +173,8 @@ RefVjp vjp(const RefCall& call, const RefTensor& upstream);
 // Whether a backward rule's gradient element of dtype dt is within `bound` of the exact one. f32: within_bound().
 // f16/bf16: a backward rule chains several ops, each rounding its result to the dtype, so every rounding is
 // charged at the dtype's eps: (k_const + k_per_term * terms + 1) * eps_dt * magnitude + tiny_dt, with the same
-// NaN, infinity and overflow rules at the dtype's range.
+// NaN, infinity and overflow rules at the dtype's range (a sum whose magnitude passes the dtype's largest value may
+// give anything, since its partial sums are stored in the dtype).
 bool within_vjp_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms);
 double vjp_allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms);
 bool has_vjp(OpId op);  // whether the op is differentiable (has a derivative here)

@@ -317,7 +317,8 @@ class Generator {
           s = Shape{count};
         } else {
           int shape_p = nth(op, ParamRole::int_list_attr, 0);
-          if (dtp >= 0) dt = pick_dtype(kAnyDType, where);
+          // rand and randn draw float values (their output rule refuses the others).
+          if (dtp >= 0) dt = pick_dtype(op.output == rules::random ? kFloat : kAnyDType, where);
           set(shape_p, std::vector<int64_t>(s.dims().begin(), s.dims().end()));
           int value_p = nth(op, ParamRole::float_attr, 0);
           if (value_p >= 0) set(value_p, c_.coin(1, 2) ? double(pick(-4, 4)) : double(pick(-64, 64)) / 8.0);
@@ -342,7 +343,6 @@ class Generator {
             }
             set(bytes_p, std::move(b));
           }
-          if (dtp < 0) dt = DType::f32;  // rand, randn
         }
         if (dtp >= 0) set(dtp, dt);
         out.dtype = dt;

@@ -459,6 +459,12 @@ class Parser {
       if (at_end_of_line()) fail(fmt::format("{} needs parameter `{}` (parameter {} of {})", op.name, p.name, k + 1,
                                              op.num_params));
       std::string pn = word();
+      // rand and randn took no dtype before 2026-12-03 (they drew f32 only): a file written then reads as f32.
+      if (pn != p.name && p.role == ParamRole::dtype_attr && op.output == rules::random) {
+        col_ = pc;
+        n.args.push_back(DType::f32);
+        continue;
+      }
       if (pn != p.name) {
         col_ = pc;
         fail(fmt::format("expected parameter `{}` (parameter {} of {}), got `{}`", p.name, k + 1, op.name, printable(pn)));

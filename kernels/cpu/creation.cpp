@@ -40,29 +40,48 @@ void for_each_word(int64_t seed, int64_t n, F&& f) {
   }
 }
 
-void rand_kernel(const KernelCall& c) {
-  float* o = data_of<float>(c.out);
-  for_each_word(c.args[param_of("rand", "seed")].i, c.out.numel,
-                [&](int64_t i, uint32_t w) { o[i] = philox::uniform_f32(w); });
+// Calls f(TypeTag<T>) for the output's float dtype (the output rule admits only f32, f16 and bf16).
+template <class F>
+void visit_float(DType d, F&& f) {
+  visit_dtype(d, [&]<class T>(TypeTag<T> tag) {
+    if constexpr (std::is_same_v<T, float> || kIsHalf<T>) f(tag);
+  });
 }
 
-// Box-Muller on word pairs (2j, 2j+1), in f64 and rounded once (op table, `randn`).
-void randn_kernel(const KernelCall& c) {
-  float* o = data_of<float>(c.out);
-  const int64_t n = c.out.numel;
-  const int64_t pairs_end = n + (n & 1);  // an odd last element still draws its pair's second word
-  uint32_t first = 0;
-  for_each_word(c.args[param_of("randn", "seed")].i, pairs_end, [&](int64_t i, uint32_t w) {
-    if ((i & 1) == 0) {
-      first = w;
-      return;
+// The top p bits of each word, p the dtype's precision: exact in the dtype and below 1 (op table, `rand`).
+void rand_kernel(const KernelCall& c) {
+  visit_float(c.out.dtype, [&]<class T>(TypeTag<T>) {
+    T* o = data_of<T>(c.out);
+    if constexpr (std::is_same_v<T, float>) {
+      for_each_word(c.args[param_of("rand", "seed")].i, c.out.numel,
+                    [&](int64_t i, uint32_t w) { o[i] = philox::uniform_f32(w); });
+    } else {
+      constexpr int p = std::is_same_v<T, f16> ? 11 : 8;
+      for_each_word(c.args[param_of("rand", "seed")].i, c.out.numel,
+                    [&](int64_t i, uint32_t w) { o[i] = from_f32<T>(float(w >> (32 - p)) * (1.0f / float(1u << p))); });
     }
-    const double u1 = (double(first >> 8) + 0.5) * 0x1p-24;
-    const double u2 = double(w >> 8) * 0x1p-24;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double theta = 2.0 * std::numbers::pi * u2;
-    o[i - 1] = float(r * std::cos(theta));
-    if (i < n) o[i] = float(r * std::sin(theta));
+  });
+}
+
+// Box-Muller on word pairs (2j, 2j+1), in f64 and rounded once to the dtype (op table, `randn`).
+void randn_kernel(const KernelCall& c) {
+  visit_float(c.out.dtype, [&]<class T>(TypeTag<T>) {
+    T* o = data_of<T>(c.out);
+    const int64_t n = c.out.numel;
+    const int64_t pairs_end = n + (n & 1);  // an odd last element still draws its pair's second word
+    uint32_t first = 0;
+    for_each_word(c.args[param_of("randn", "seed")].i, pairs_end, [&](int64_t i, uint32_t w) {
+      if ((i & 1) == 0) {
+        first = w;
+        return;
+      }
+      const double u1 = (double(first >> 8) + 0.5) * 0x1p-24;
+      const double u2 = double(w >> 8) * 0x1p-24;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      const double theta = 2.0 * std::numbers::pi * u2;
+      o[i - 1] = convert<T>(r * std::cos(theta));
+      if (i < n) o[i] = convert<T>(r * std::sin(theta));
+    });
   });
 }
 

@@ -69,6 +69,20 @@ TEST(ProgramFormat, HalfPrecisionInputsRoundTripAndOldFilesStillRead) {
   EXPECT_EQ(v1.num_nodes(), 1) << "version 1 files are still read";
 }
 
+// rand and randn took no dtype before 2026-12-03: such a file reads as f32, and prints with the dtype written.
+TEST(ProgramFormat, RandomOpsWithoutADtypeReadAsF32) {
+  const Program old = parse_program(
+      "crossfire-program 1\nnode %0 rand shape=[2] seed=7 device=cpu:0\nnode %1 randn shape=[3] seed=-1 device=cpu:0\n");
+  ASSERT_EQ(old.num_nodes(), 2);
+  EXPECT_EQ(std::get<DType>(old.values[0].node().args[2]), DType::f32);
+  EXPECT_EQ(std::get<DType>(old.values[1].node().args[2]), DType::f32);
+  const std::string printed = print_program(old);
+  EXPECT_NE(printed.find("rand shape=[2] seed=7 dtype=f32 device=cpu:0"), std::string::npos) << printed;
+  EXPECT_EQ(parse_program(printed), old);
+  const Program half = parse_program("crossfire-program 2\nnode %0 rand shape=[2] seed=7 dtype=bf16 device=cpu:0\n");
+  EXPECT_EQ(std::get<DType>(half.values[0].node().args[2]), DType::bf16);
+}
+
 TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
   expect_parse_error("", 1, 1, "empty program");
   expect_parse_error("crossfire-program 3\n", 1, 0, "unsupported format version 3");

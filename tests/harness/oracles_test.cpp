@@ -340,8 +340,16 @@ TEST(GradientOracle, SkipsGradientsThroughAnAdjointPastF32) {
 //   9.85) passed the 5% consistency test and the one-sided gap test missed it, so the reference said 9.88 against
 //   the exact 10. The branch test on the f64 evaluations at x - h and x + h now sees it, and the f64 chain rule
 //   judges that point instead.
+// And two from the first campaigns with tracked halves (seed 1, 2026-12-03), where the f64 chain rule judged:
+// - two bf16 matmuls whose exact gradient cancels to 0 from terms of 1e31: the device's -3e28 is rounding, which
+//   the chain rule's tolerance now takes from the terms' magnitude;
+// - pow after a clamp with min > max: the chain rule's magnitude was 0 * inf (a NaN tolerance), now a skip;
+// - pow's rhs gradient in f16, summed over 36 terms in stages: a partial sum past f16's range is -inf where the
+//   whole sum fits (seed 2): reference::within_vjp_bound's overflow rule is at the dtype's range.
 TEST(GradientOracle, IsNotFooledByWhatFooledItInCampaigns) {
-  for (const char* name : {"adjoint-past-f32-exp-conv2d.program", "fd-kink-within-step-maximum.program"}) {
+  for (const char* name : {"adjoint-past-f32-exp-conv2d.program", "fd-kink-within-step-maximum.program",
+                           "chain-rule-cancellation-bf16-matmul.program", "chain-rule-zero-times-inf-f16-pow.program",
+                           "half-partial-sum-past-range-f16-pow.program"}) {
     SCOPED_TRACE(name);
     const Program p = test_program(name);
     if (const std::optional<std::string> why = missing_device(p)) GTEST_SKIP() << *why;

@@ -345,15 +345,17 @@ inline constexpr auto kOpTable = [] {
        "A tensor holding `data` (raw little-endian values of dtype; bool is one byte 0/1).",
        Attr("data", R::bytes_attr), kShape, kDTypeAttr, kDeviceAttr),
     op("rand", OpFamily::creation, rules::random, nullptr, kExact,
-       "Uniform f32 in [0, 1) from Philox4x32-10 (Salmon et al. 2011): element i takes word i%4 of the block "
-       "for counter (lo32(i/4), hi32(i/4), 0, 0) and key (lo32(seed), hi32(seed)); value = (word >> 8) * 2^-24. "
-       "Bit-identical on every backend.",
-       kShape, Attr("seed", R::int_attr), kDeviceAttr),
+       "Uniform in [0, 1) of float dtype (f32, f16, bf16) from Philox4x32-10 (Salmon et al. 2011): element i takes "
+       "word i%4 of the block for counter (lo32(i/4), hi32(i/4), 0, 0) and key (lo32(seed), hi32(seed)); value = "
+       "(word >> (32 - p)) * 2^-p with p the dtype's precision (24, 11, 8 bits): the same stream's top bits, exact "
+       "in the dtype and below 1. Bit-identical on every backend.",
+       kShape, Attr("seed", R::int_attr), kDTypeAttr, kDeviceAttr),
     op("randn", OpFamily::creation, rules::random, nullptr, kTranscendental,
-       "Standard normal f32 by Box-Muller on rand's Philox words w: elements 2j and 2j+1 use u1 = ((w[2j] >> 8) + 0.5) "
-       "* 2^-24 and u2 = (w[2j+1] >> 8) * 2^-24; r = sqrt(-2 ln u1); out[2j] = r cos(2 pi u2), out[2j+1] = "
-       "r sin(2 pi u2) (an odd last element takes the cos).",
-       kShape, Attr("seed", R::int_attr), kDeviceAttr),
+       "Standard normal of float dtype (f32, f16, bf16) by Box-Muller on rand's Philox words w (every dtype draws "
+       "the same values): elements 2j and 2j+1 use u1 = ((w[2j] >> 8) + 0.5) * 2^-24 and u2 = (w[2j+1] >> 8) * "
+       "2^-24; r = sqrt(-2 ln u1); out[2j] = r cos(2 pi u2), out[2j+1] = r sin(2 pi u2) (an odd last element takes "
+       "the cos), rounded to the dtype.",
+       kShape, Attr("seed", R::int_attr), kDTypeAttr, kDeviceAttr),
 
     // ---- unary ---------------------------------------------------------------------------------------------------
     unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),

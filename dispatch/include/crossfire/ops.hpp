@@ -61,11 +61,11 @@ inline Tensor from_bool(std::span<const uint8_t> v, IntList shape, Device d) {
 inline Tensor from_data(std::initializer_list<float> v, std::initializer_list<int64_t> shape, Device d) {
   return from_data(std::span<const float>(v.begin(), v.size()), IntList(shape), d);
 }
-inline Tensor rand(IntList shape, int64_t seed, Device d) {
-  return call(ids::rand_id, ArgPack().of(shape).integer(seed).of(d));
+inline Tensor rand(IntList shape, int64_t seed, Device d, DType dt = DType::f32) {
+  return call(ids::rand_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
 }
-inline Tensor randn(IntList shape, int64_t seed, Device d) {
-  return call(ids::randn_id, ArgPack().of(shape).integer(seed).of(d));
+inline Tensor randn(IntList shape, int64_t seed, Device d, DType dt = DType::f32) {
+  return call(ids::randn_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
 }
 inline Tensor scalar(double v, Device d, DType dt = DType::f32) { return full({}, v, dt, d); }
 
