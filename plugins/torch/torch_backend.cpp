@@ -38,6 +38,8 @@ at::ScalarType scalar_type(DType d) {
     case DType::f32: return at::kFloat;
     case DType::i32: return at::kInt;
     case DType::boolean: return at::kBool;
+    case DType::f16: return at::kHalf;      // IEEE binary16: the same 16 bits
+    case DType::bf16: return at::kBFloat16;  // the top half of an f32: the same 16 bits
   }
   throw BackendFailure("", Device{}, fmt::format("the torch backend has no ATen type for dtype {}", dtype_name(d)));
 }
@@ -73,7 +75,9 @@ void reduce(const KernelCall& c, OneAxis one_axis, All all) {
 }
 
 // Every kernel runs inside this: ATen's own errors (c10::Error) become a BackendFailure naming the op, crossfire's
-// pass through.
+// pass through. An operator ATen has no CPU kernel for in a dtype ("... not implemented for 'Half'", as libtorch
+// 1.13 says of exp, softmax and matmul in f16, among others) is Unsupported: the backend lacks that kernel, which
+// a campaign counts as skipped, never as a failure or a pass.
 template <void (*Kernel)(const KernelCall&)>
 void guarded(const KernelCall& c) {
   try {
@@ -83,6 +87,9 @@ void guarded(const KernelCall& c) {
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     if (size_t nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+    if (what.find("not implemented for 'Half'") != std::string::npos ||
+        what.find("not implemented for 'BFloat16'") != std::string::npos)
+      throw Unsupported(std::string(c.op.name), c.out.device.backend, "ATen: " + what);
     throw BackendFailure(std::string(c.op.name), c.out.device, "ATen: " + what);
   }
 }
@@ -184,6 +191,7 @@ class TorchBackend final : public Backend {
     // One ATen thread: campaign workers are forked from the process that loaded the plug-in, and an OpenMP pool
     // started before a fork does not survive it. A worker per core (--jobs) is crossfire's parallelism.
     at::set_num_threads(1);
+    set_dtypes(kAnyDType);  // f16 and bf16 where ATen's CPU operators have them (guarded: Unsupported elsewhere)
     set_kernel("zeros", &guarded<zeros_k>);
     set_kernel("ones", &guarded<ones_k>);
     set_kernel("full", &guarded<full_k>);
