@@ -261,6 +261,53 @@ std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2
   return c;
 }
 
+// Note [Halves as f32 inside a shader]: every f16 bit pattern widens exactly (cast to f32 against the reference's
+// own decoder), and f32 values at and around every rounding point of f16 and bf16 (ties both ways, the subnormal
+// range, the overflow threshold, NaN) narrow to the reference's round-to-nearest-even, with integer operations only.
+TEST(VulkanSemantics, HalvesWidenExactlyAndNarrowToNearestEven) {
+  REQUIRE_VULKAN(d);
+  std::vector<uint8_t> all(2 * 65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[2 * h] = uint8_t(h), all[2 * h + 1] = uint8_t(h >> 8);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<float> wide = cast(from_bytes(all, {65536}, dt, d), DType::f32).to_f32();
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const double want = reference::half_value(uint16_t(h), dt);
+      if (std::isnan(want)) ASSERT_TRUE(std::isnan(wide[h])) << std::hex << h;
+      else ASSERT_EQ(double(wide[h]), want) << std::hex << h;
+    }
+  }
+  // f32 values: each half value, the midpoints to its neighbours (ties), and one f32 ulp either side of those.
+  std::vector<float> xs;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (uint32_t h = 0; h < 0x7c00; h += 7) {
+      const double a = reference::half_value(uint16_t(h), dt), b = reference::half_value(uint16_t(h + 1), dt);
+      const float mid = float((a + b) / 2);
+      for (float f : {float(a), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) xs.push_back(f), xs.push_back(-f);
+    }
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 1e30f, std::numeric_limits<float>::infinity(), 0x1p-25f, 0x1.8p-25f,
+                  0x1p-26f, std::numeric_limits<float>::quiet_NaN(), 0x1.fffffep127f})
+    xs.push_back(f), xs.push_back(-f);
+  const Tensor x = vec(xs, d);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<float> got = cast(cast(x, dt), DType::f32).to_f32();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = reference::round_to(double(xs[i]), dt);
+      if (std::isnan(want)) ASSERT_TRUE(std::isnan(got[i])) << xs[i];
+      else ASSERT_EQ(double(got[i]), want) << std::hexfloat << xs[i];
+    }
+  }
+  // i32 -> f16/bf16 rounds the exact integer once: 2^24 + 2^16 + 1 is 2^24 + 2^17 in bf16, not the tie's 2^24.
+  std::vector<int32_t> iv{(1 << 24) + (1 << 16) + 1, 2049, -2147483647 - 1, 65520, 65519};
+  const Tensor iv_t = from_data(std::span<const int32_t>(iv), {int64_t(iv.size())}, d);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const std::vector<float> got = cast(cast(iv_t, dt), DType::f32).to_f32();
+    for (size_t i = 0; i < iv.size(); ++i)
+      EXPECT_EQ(double(got[i]), reference::round_to(double(iv[i]), dt)) << dtype_name(dt) << " " << iv[i];
+  }
+}
+
 TEST(VulkanRandom, PhiloxMatchesTheKnownAnswersAndIsBitIdentical) {
   // Random123's known-answer vectors for philox4x32 with 10 rounds.
   EXPECT_EQ(philox({0, 0, 0, 0}, {0, 0}), (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));

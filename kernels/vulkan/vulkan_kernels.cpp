@@ -3,9 +3,12 @@
 // cached pipeline for its shader module and specialization constants, and records one dispatch (or a fill/copy)
 // into the device's current batch; none of them waits, except index_select, which must read its indices.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -54,6 +57,29 @@ void check_row_length(const KernelCall& call, int64_t len) {
                       fmt::format("a row of {} elements is longer than this kernel walks on a CPU-type device, "
                                   "whose driver cuts long shader loops short (at most {} elements)",
                                   len, kMaxGroupRow));
+}
+
+// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full) and
+// reshape (a copy); dispatch's from_data and to move their bytes. Every other kernel raises Unsupported, naming
+// the op, the dtype and the backend, for a call with a half tensor, before it records anything.
+void halves_unsupported(const KernelCall& call) {
+  std::optional<DType> half;
+  if (is_half(call.out.dtype)) half = call.out.dtype;
+  for (int i = 0; i < call.op.num_tensor_params && !half; ++i) {
+    const int p = call.op.tensor_params[size_t(i)];
+    const Arg& a = call.args[p];
+    if (a.role == ParamRole::tensor_list) {
+      for (const Tensor& t : a.list)
+        if (is_half(t.dtype())) half = t.dtype();
+    } else if (a.tensor != nullptr && (a.role == ParamRole::tensor || a.present) && is_half(a.tensor->dtype())) {
+      half = a.tensor->dtype();
+    }
+  }
+  if (half)
+    throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
+                      fmt::format("vulkan has no {} kernel for {} tensors (its f16 and bf16 kernels are the "
+                                  "elementwise ops, cast, zeros, ones, full and reshape)",
+                                  call.op.name, dtype_name(*half)));
 }
 
 void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
@@ -192,13 +218,39 @@ void elementwise_kernel(const KernelCall& call) {
   p.a = call.float_attr_f32(0);
   p.b = call.float_attr_f32(1);
   const bool f64 = code == CF_POW && ctx(call).has_f64;
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
+                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
+                                                      : uint64_t(out.numel);
   run(call, f64 ? "elementwise_f64" : "elementwise", {code, int32_t(dt_in), int32_t(out.dtype)},
       {A(out), A(*ins[0]), ins[1] ? A(*ins[1]) : nullptr, ins[2] ? A(*ins[2]) : nullptr}, &p, sizeof p,
       groups(items, 256));
 }
 
 // ---- creation ------------------------------------------------------------------------------------------------------
+
+// v rounded once to nearest (ties to even) as f16 or bf16 bits: through an f32 rounded to odd (exact, or truncated
+// with its last bit set), which cannot create a false tie; overflow to the infinity of the sign, NaN to the quiet NaN
+// of its sign (Note [Halves as f32 inside a shader] in shaders/common.glsl does the same on the device).
+uint32_t half_bits_of(double v, DType dt) {
+  float f = float(v);
+  if (std::isfinite(v) && std::fabs(v) <= double(std::numeric_limits<float>::max()) && double(f) != v) {
+    if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  }
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if (dt == DType::bf16) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  }
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint32_t r;
+  if (u >= 0x47800000u) r = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  else if (u < (113u << 23)) r = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + 0.5f) - 0x3f000000u;
+  else r = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  return r | (sign >> 16);
+}
 
 uint32_t to_i32_saturating(double v) {
   if (std::isnan(v)) return 0;
@@ -222,7 +274,11 @@ void fill_kernel(const KernelCall& call) {
     case DType::i32: pattern = to_i32_saturating(v); break;
     case DType::boolean: pattern = v != 0 ? 0x01010101u : 0u; break;
     case DType::f16:
-    case DType::bf16: break;  // never: this backend holds no f16/bf16 tensor (Backend::dtypes())
+    case DType::bf16: {  // two copies of the element, each half of the word
+      const uint32_t h = half_bits_of(v, out.dtype);
+      pattern = h | (h << 16);
+      break;
+    }
   }
   Context& c = ctx(call);
   std::lock_guard l(c.mu);
@@ -230,6 +286,7 @@ void fill_kernel(const KernelCall& call) {
 }
 
 void arange_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const double start = call.args[0].f, step = call.args[2].f;
@@ -259,6 +316,7 @@ void arange_kernel(const KernelCall& call) {
 }
 
 void rand_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const uint64_t seed = uint64_t(call.args[1].i);
@@ -275,6 +333,7 @@ void rand_kernel(const KernelCall& call) {
 
 
 void reduce_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
@@ -292,6 +351,7 @@ void reduce_kernel(const KernelCall& call) {
 }
 
 void softmax_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
@@ -308,6 +368,7 @@ void softmax_kernel(const KernelCall& call) {
 // ---- matmul ----------------------------------------------------------------------------------------------------------
 
 void matmul_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& l = *call.tensor(0).impl();
@@ -349,6 +410,7 @@ void matmul_kernel(const KernelCall& call) {
 // ---- layout ----------------------------------------------------------------------------------------------------------
 
 void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std::array<int64_t, kMaxRank>& strides) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   Strided<1> st;
@@ -363,7 +425,10 @@ void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std
     p.shape[d] = st.shape[size_t(d)];
     p.stride[d] = st.stride[0][size_t(d)];
   }
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
+                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
+                                                      : uint64_t(out.numel);
   run(call, "gather", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x)}, &p, sizeof p,
       groups(items, 256));
 }
@@ -395,6 +460,7 @@ void expand_kernel(const KernelCall& call) {
 }
 
 void cat_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   std::span<const Tensor> ts = call.args[0].list;
@@ -426,6 +492,7 @@ void cat_kernel(const KernelCall& call) {
 }
 
 void index_select_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   const TensorImpl& x = *call.tensor(0).impl();
   const TensorImpl& index = *call.tensor(2).impl();
@@ -449,7 +516,10 @@ void index_select_kernel(const KernelCall& call) {
   struct {
     uint32_t n, inner, j, d;
   } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.len)};
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4 : uint64_t(out.numel);
+  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
+  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
+                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
+                                                      : uint64_t(out.numel);
   run(call, "index_select", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x), A(index)}, &p, sizeof p,
       groups(items, 256));
 }
@@ -457,6 +527,7 @@ void index_select_kernel(const KernelCall& call) {
 // ---- nn --------------------------------------------------------------------------------------------------------------
 
 void conv2d_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();
@@ -487,6 +558,7 @@ struct Im2colPush {
 };
 
 void unfold_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();
@@ -499,6 +571,7 @@ void unfold_kernel(const KernelCall& call) {
 }
 
 void fold_kernel(const KernelCall& call) {
+  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();

@@ -16,8 +16,41 @@ layout(std430, set = 0, binding = 2) readonly buffer In2 { uint b_[]; };
 layout(std430, set = 0, binding = 3) readonly buffer In3 { uint c_[]; };
 
 uint byte_at(uint word, uint i) { return (word >> ((i & 3u) * 8u)) & 0xffu; }
-// Element i of a buffer of dtype dt, as its bit pattern (bool: 0 or 1).
-#define LOAD(buf, dt, i) ((dt) == CF_BOOL ? byte_at(buf[(i) >> 2], (i)) : buf[(i)])
+uint half_at(uint word, uint i) { return (word >> ((i & 1u) * 16u)) & 0xffffu; }
+
+// Note [Halves as f32 inside a shader]
+// f16 and bf16 elements are stored two to a 32-bit word (element 2k in the low half) and read and written with
+// integer operations only: a load widens one to the bits of the f32 of the same value (exact), the op computes in
+// f32, and a store narrows to nearest, ties to even, overflowing to the infinity of the sign and sending a NaN to
+// the quiet NaN of its sign (0x7e00, 0x7fc0), as the CPU backend does. So no device feature is needed (no
+// shaderFloat16, no 16-bit storage), and no driver's own f16 conversion, whose rounding GLSL leaves open.
+uint f16_to_f32_bits(uint h) {
+  const uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return s | 0x7f800000u | (m << 13);                          // inf, NaN (payload kept)
+  if (e == 0u) return s | (m == 0u ? 0u : floatBitsToUint(float(m) * 5.9604644775390625e-8));  // m * 2^-24: exact
+  return s | ((e + 112u) << 23) | (m << 13);
+}
+uint f32_bits_to_f16(uint u) {
+  const uint sign = u & 0x80000000u;
+  u ^= sign;
+  uint r;
+  if (u >= 0x47800000u) r = u > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN; inf and |x| >= 2^16
+  else if (u < (113u << 23)) r = floatBitsToUint(uintBitsToFloat(u) + 0.5) - 0x3f000000u;  // subnormal: the add rounds
+  else r = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;  // a carry into the exponent may reach inf: right
+  return r | (sign >> 16);
+}
+uint f32_bits_to_bf16(uint u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// A float dtype's element as f32 bits, and f32 bits as a float dtype's element (f32: itself).
+uint widen(int dt, uint h) { return dt == CF_F16 ? f16_to_f32_bits(h) : dt == CF_BF16 ? h << 16 : h; }
+uint narrow(int dt, uint u) { return dt == CF_F16 ? f32_bits_to_f16(u) : dt == CF_BF16 ? f32_bits_to_bf16(u) : u; }
+
+// Element i of a buffer of dtype dt, as its bit pattern (bool: 0 or 1; f16, bf16: the bits of the same f32).
+#define LOAD(buf, dt, i)                                                                                     \
+  ((dt) == CF_BOOL ? byte_at(buf[(i) >> 2], (i))                                                           \
+                   : ((dt) == CF_F16 || (dt) == CF_BF16) ? widen((dt), half_at(buf[(i) >> 1], (i))) : buf[(i)])
 
 bool is_nan(uint b) { return (b & 0x7fffffffu) > 0x7f800000u; }
 // A key whose integer order is the float order of non-NaN values; -0 and +0 share key 0.

@@ -11,6 +11,24 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const int OP = CF_ADD;
 layout(constant_id = 1) const int DT_IN = CF_F32;   // dtype of the value inputs (where: of a and b)
 layout(constant_id = 2) const int DT_OUT = CF_F32;
+// f16 and bf16 values are handled as the f32 of the same value (Note [Halves as f32 inside a shader]).
+const bool HALF_IN = DT_IN == CF_F16 || DT_IN == CF_BF16;
+const bool FLOAT_IN = DT_IN == CF_F32 || HALF_IN;
+const bool HALF_OUT = DT_OUT == CF_F16 || DT_OUT == CF_BF16;
+const bool FLOAT_OUT = DT_OUT == CF_F32 || HALF_OUT;
+
+// An i32 as f32 bits rounded to odd: exact when it fits 24 bits, else truncated with the last bit set when that
+// dropped anything. Narrowing that to f16 or bf16 gives the i32 rounded to nearest once (the CPU backend's rule,
+// after Boldo and Melquiond); converting through a nearest f32 could round twice.
+uint i32_to_f32_odd(int v) {
+  const uint a = v < 0 ? uint(-v) : uint(v);  // -INT_MIN wraps to 2^31: right as a uint
+  const uint sign = v < 0 ? 0x80000000u : 0u;
+  const int msb = findMSB(a);
+  if (msb <= 23) return sign | floatBitsToUint(float(a));
+  const int shift = msb - 23;
+  const uint kept = (a >> shift) << shift;
+  return sign | floatBitsToUint(float(kept)) | ((a & ((1u << shift) - 1u)) != 0u ? 1u : 0u);
+}
 
 layout(push_constant) uniform Params {
   uint n;
@@ -32,8 +50,8 @@ const uint kUnknownOp = 0x7fbadbadu;
 uint unary(uint x) {
   float f = uintBitsToFloat(x);
   switch (OP) {
-    case CF_NEG: return DT_IN == CF_F32 ? x ^ 0x80000000u : 0u - x;
-    case CF_ABS: return DT_IN == CF_F32 ? x & 0x7fffffffu : (int(x) < 0 ? 0u - x : x);
+    case CF_NEG: return FLOAT_IN ? x ^ 0x80000000u : 0u - x;
+    case CF_ABS: return FLOAT_IN ? x & 0x7fffffffu : (int(x) < 0 ? 0u - x : x);
     case CF_EXP: return floatBitsToUint(cf_exp(f));
     case CF_LOG: return floatBitsToUint(cf_log(f));
     case CF_SQRT: return floatBitsToUint(cf_sqrt(f));
@@ -47,10 +65,11 @@ uint unary(uint x) {
       if (f > p.b) return floatBitsToUint(p.b);
       return x;
     case CF_CAST:
-      if (DT_OUT == CF_BOOL) return (DT_IN == CF_F32 ? (x & 0x7fffffffu) : x) != 0u ? 1u : 0u;
+      if (DT_OUT == CF_BOOL) return (FLOAT_IN ? (x & 0x7fffffffu) : x) != 0u ? 1u : 0u;
       if (DT_IN == DT_OUT) return x;
-      if (DT_IN == CF_BOOL) return DT_OUT == CF_F32 ? (x != 0u ? 0x3f800000u : 0u) : x;
-      if (DT_IN == CF_I32) return floatBitsToUint(float(int(x)));
+      if (DT_IN == CF_BOOL) return FLOAT_OUT ? (x != 0u ? 0x3f800000u : 0u) : x;
+      if (DT_IN == CF_I32) return HALF_OUT ? i32_to_f32_odd(int(x)) : floatBitsToUint(float(int(x)));
+      if (FLOAT_OUT) return x;  // between float dtypes: the value, narrowed at the store
       // f32 -> i32: truncate toward zero, saturate, NaN -> 0.
       if (is_nan(x)) return 0u;
       if (f >= 2147483648.0) return 0x7fffffffu;
@@ -60,12 +79,12 @@ uint unary(uint x) {
   return kUnknownOp;
 }
 
-bool less(uint x, uint y) { return DT_IN == CF_F32 ? fkey(x) < fkey(y) : int(x) < int(y); }
-bool equal(uint x, uint y) { return DT_IN == CF_F32 ? fkey(x) == fkey(y) : x == y; }
+bool less(uint x, uint y) { return FLOAT_IN ? fkey(x) < fkey(y) : int(x) < int(y); }
+bool equal(uint x, uint y) { return FLOAT_IN ? fkey(x) == fkey(y) : x == y; }
 
 uint binary(uint x, uint y) {
   float a = uintBitsToFloat(x), b = uintBitsToFloat(y);
-  const bool f32 = DT_IN == CF_F32;
+  const bool f32 = FLOAT_IN;
   const bool nan = f32 && (is_nan(x) || is_nan(y));
   switch (OP) {
     case CF_ADD: return f32 ? floatBitsToUint(a + b) : x + y;
@@ -123,6 +142,13 @@ void main() {
         uint i = w * 4u + e;
         if (i < p.n) v |= (element(i) & 0xffu) << (8u * e);
       }
+      o_[w] = v;
+    }
+  } else if (HALF_OUT) {  // two elements per word, element 2w in the low half
+    uint w = flat_index();
+    if (w < (p.n + 1u) / 2u) {
+      uint v = narrow(DT_OUT, element(2u * w));
+      if (2u * w + 1u < p.n) v |= narrow(DT_OUT, element(2u * w + 1u)) << 16;
       o_[w] = v;
     }
   } else {

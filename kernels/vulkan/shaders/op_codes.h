@@ -4,6 +4,8 @@
 const int CF_F32 = 0;
 const int CF_I32 = 1;
 const int CF_BOOL = 2;
+const int CF_F16 = 3;
+const int CF_BF16 = 4;
 
 // elementwise.comp (specialization constant 0)
 const int CF_NEG = 1;
