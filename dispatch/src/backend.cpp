@@ -27,6 +27,12 @@ void Backend::set_kernel(std::string_view op_name, KernelFn fn) {
   kernels_[size_t(id)] = fn;
 }
 
+void Backend::set_accumulates_in_dtype(std::string_view op_name, DTypeSet halves) {
+  int id = find_op(op_name);
+  if (id < 0) throw std::logic_error(fmt::format("set_accumulates_in_dtype: no op `{}` in the op table", op_name));
+  own_accumulation_[size_t(id)] = halves;
+}
+
 CounterSnapshot Backend::snapshot() const {
   auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   return {l(counters_.allocations), l(counters_.releases), l(counters_.kernel_launches), l(counters_.bytes_allocated),

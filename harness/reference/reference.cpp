@@ -1150,24 +1150,27 @@ double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, d
   return k * kEps * magnitude + tiny;
 }
 
-double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms) {
+double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms, bool accumulates_in_dtype) {
   if (!is_half(dt)) return allowed_error(bound, magnitude, terms);
   if (bound.bitwise) return 0;
   // Note [Half precision] (device.hpp): the op's own k at f32's eps (its arithmetic is f32's), then one rounding
-  // at the dtype's; `tiny` is the dtype's smallest normal.
+  // at the dtype's; `tiny` is the dtype's smallest normal. A backend that declares the op accumulates in the dtype
+  // (Backend::accumulates_in_dtype) is charged all of k at the dtype's eps.
   const FloatFormat f = float_format(dt);
   const double k = double(bound.k_const) + double(bound.k_per_term) * double(terms);
-  return k * kEps * magnitude + f.eps * magnitude + f.tiny;
+  return k * (accumulates_in_dtype ? f.eps : kEps) * magnitude + f.eps * magnitude + f.tiny;
 }
 
-bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms) {
+bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms,
+                  bool accumulates_in_dtype) {
   if (!is_half(dt)) return within_bound(bound, got, exact, magnitude, terms);
   if (std::isnan(exact)) return std::isnan(got);
-  // Intermediates are f32 (Note [Overflow in f32 intermediates] applies at f32's range).
-  if (!bound.bitwise && terms > 1 && !(magnitude < kF32Overflow)) return true;
+  // Intermediates are f32 (Note [Overflow in f32 intermediates] applies at f32's range), or the dtype itself.
+  const double intermediate_overflow = accumulates_in_dtype ? float_format(dt).overflow : kF32Overflow;
+  if (!bound.bitwise && terms > 1 && !(magnitude < intermediate_overflow)) return true;
   if (std::isnan(got)) return false;
   if (bound.bitwise) return got == exact;
-  const double allowed = allowed_error(bound, dt, magnitude, terms);
+  const double allowed = allowed_error(bound, dt, magnitude, terms, accumulates_in_dtype);
   if (std::isinf(exact)) return got == exact;
   if (std::isinf(got))  // only a true overflow of the rounded result may come back infinite
     return std::signbit(got) == std::signbit(exact) && std::fabs(exact) + allowed >= float_format(dt).overflow;
@@ -1200,7 +1203,8 @@ std::string f64_bits_str(double v) {
 }
 }  // namespace
 
-std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got) {
+std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got,
+                                       bool accumulates_in_dtype) {
   const RefTensor& want = expected.value;
   if (got.dtype != want.dtype)
     return Mismatch{-1, 0, 0, 0,
@@ -1219,8 +1223,8 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
       return Mismatch{int64_t(i), g, e, 0,
                       fmt::format("element {}: got {} ({}), expected the bits of {} ({}): data movement copies bits",
                                   i, g, f64_bits_str(g), e, f64_bits_str(e))};
-    if (!within_bound(bound, want.dtype, g, e, m, t)) {
-      double allowed = allowed_error(bound, want.dtype, m, t);
+    if (!within_bound(bound, want.dtype, g, e, m, t, accumulates_in_dtype)) {
+      double allowed = allowed_error(bound, want.dtype, m, t, accumulates_in_dtype);
       return Mismatch{int64_t(i), g, e, allowed,
                       bitwise ? fmt::format("element {}: got {}, expected exactly {}", i, g, e)
                               : fmt::format("element {}: got {}, exact {}, allowed error {:.3g} (magnitude {:.6g}, "

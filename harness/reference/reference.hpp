@@ -112,9 +112,13 @@ double allowed_error(const ErrorBound& bound, double magnitude, int64_t terms, d
 // The same for an element of dtype dt: f32 as above; f16 and bf16 (Note [Half precision] in device.hpp) charge the
 // op's own k at f32's eps and one rounding at the dtype's eps: (k_const + k_per_term * terms) * 2^-23 * magnitude
 // + eps_dt * magnitude + tiny_dt, with eps 2^-10 (f16) or 2^-7 (bf16) and tiny the dtype's smallest normal; an
-// infinite result is allowed where the exact one reaches the dtype's overflow threshold.
-bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms);
-double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms);
+// infinite result is allowed where the exact one reaches the dtype's overflow threshold. `accumulates_in_dtype`:
+// the backend declares that the op rounds its partial results to the dtype (Backend::accumulates_in_dtype), so all
+// of k is charged at the dtype's eps, and a sum whose magnitude passes the dtype's range may give anything.
+bool within_bound(const ErrorBound& bound, DType dt, double got, double exact, double magnitude, int64_t terms,
+                  bool accumulates_in_dtype = false);
+double allowed_error(const ErrorBound& bound, DType dt, double magnitude, int64_t terms,
+                     bool accumulates_in_dtype = false);
 
 // A float dtype's constants: eps (2^(1 - precision)), the smallest |x| that rounds to infinity, the smallest
 // normal, the precision in bits and the smallest normal exponent.
@@ -145,7 +149,8 @@ struct Mismatch {
   double got = 0, exact = 0, allowed = 0;
   std::string what;  // one line: "element 3: got 1.5, exact 1.25, allowed 2.9e-07 (magnitude 2.5, 1 term)"
 };
-std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got);
+std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expected, const RefTensor& got,
+                                       bool accumulates_in_dtype = false);
 
 // Note [The f64 derivative of a node]
 // vjp() differentiates one op in f64: given a call (its inputs, read as they are) and an upstream gradient u of the

@@ -258,10 +258,10 @@ std::string compare_contract(const NodePrediction& pred, NodeStatus status, cons
 // ---- agreement -------------------------------------------------------------------------------------------------
 
 std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const reference::RefTensor& got,
-                                                      const reference::RefResult& exact) {
+                                                      const reference::RefResult& exact, bool accumulates_in_dtype) {
   // The bound itself (and its NaN, infinity and signed-zero rules) is the reference's: one definition of
   // contract section 6 for every test and oracle.
-  std::optional<reference::Mismatch> m = reference::first_mismatch(op, exact, got);
+  std::optional<reference::Mismatch> m = reference::first_mismatch(op, exact, got, accumulates_in_dtype);
   if (!m) return std::nullopt;
   return ElementMismatch{m->index, m->got, m->exact, m->allowed, m->what};
 }
@@ -466,7 +466,10 @@ class Checker {
           continue;
         }
         counts(OracleKind::agreement).checked++;
-        if (auto m = compare_with_reference(op, got, *exact)) {
+        // The backend is held to the accumulation precision it declares for the op (Backend::accumulates_in_dtype).
+        const Backend* b = find_backend(devices_[di]);
+        const bool own = b != nullptr && b->accumulates_in_dtype(p_.values[v].node().op, got.dtype);
+        if (auto m = compare_with_reference(op, got, *exact, own)) {
           std::string what =
               m->index < 0 ? fmt::format("disagrees with the f64 reference: {}", m->why)
                            : fmt::format("disagrees with the f64 reference: element {} is {} on {}, exact {}, allowed "

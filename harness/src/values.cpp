@@ -55,17 +55,19 @@ json node_entry(const Program& p, size_t v, const RunResult& run, const Device& 
   try {
     const reference::RefResult exact = reference::evaluate(*rec.ref_call);
     const ErrorBound bound = reference::bound_for(op, exact.value.dtype);
+    const Backend* b = find_backend(d);
+    const bool own = b != nullptr && b->accumulates_in_dtype(p.values[v].node().op, exact.value.dtype);
     std::vector<double> allowed;
     for (size_t i = 0; i < exact.magnitude.size(); ++i)
-      allowed.push_back(reference::allowed_error(bound, exact.value.dtype, exact.magnitude[i], exact.terms[i]));
+      allowed.push_back(reference::allowed_error(bound, exact.value.dtype, exact.magnitude[i], exact.terms[i], own));
     e["reference"] = tensor(exact.value);
     e["magnitude"] = numbers(exact.magnitude);
     e["terms"] = exact.terms;
     e["allowed"] = numbers(allowed);
     e["overflow"] = reference::float_format(exact.value.dtype).overflow;  // the smallest |x| rounding to infinity
     e["bound"] = {{"k_const", op.bound.k_const}, {"k_per_term", op.bound.k_per_term}, {"bitwise", bound.bitwise},
-                  {"same_bits", moves_data(op.family)}};
-    if (auto m = reference::first_mismatch(op, exact, *rec.output))
+                  {"same_bits", moves_data(op.family)}, {"accumulates_in_dtype", own}};
+    if (auto m = reference::first_mismatch(op, exact, *rec.output, own))
       e["verdict"] = {{"ok", false}, {"element", m->index}, {"why", m->what}};
     else
       e["verdict"] = {{"ok", true}};

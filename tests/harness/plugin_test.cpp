@@ -19,6 +19,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "crossfire/plugin.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,7 +69,7 @@ TEST(Plugins, EveryBrokenPluginIsRefusedInOneLineNamingItAndTheProblem) {
       {(d / "not-a-library.so").string(), "cannot load:"},
       {plugin("unresolved"), "cannot load:"},
       {plugin("no_entry"), "exports no `crossfire_plugin` entry point"},
-      {plugin("bad_abi"), "built for plug-in ABI version 2, but this crossfire"},
+      {plugin("bad_abi"), fmt::format("built for plug-in ABI version {}, but this crossfire", crossfire::kPluginAbiVersion + 1)},
       {plugin("bad_layout"), "rebuild the plug-in against this crossfire"},
       {plugin("throws"), "registration failed: no licence for the accelerator"},
       {plugin("clash"), "a backend called `cpu` is already registered"},

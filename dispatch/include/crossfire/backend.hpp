@@ -101,6 +101,14 @@ class Backend {
   DTypeSet dtypes() const { return dtypes_; }
   void set_dtypes(DTypeSet d) { dtypes_ = d; }
 
+  // Accumulation precision, declared per op and half dtype (contract section 6). By default a kernel with an f16 or
+  // bf16 result computes in f32 and rounds once, and the bound charges the op's own rounding errors at f32's eps.
+  // A kernel that rounds its partial results to the output's dtype (ATen's bf16 matmul on the CPU does) says so
+  // here, and the agreement oracle then charges all of them at that dtype's eps:
+  //   set_accumulates_in_dtype("matmul", {DType::bf16});   (an unknown op name fails loudly at start-up)
+  bool accumulates_in_dtype(OpId id, DType out) const { return is_half(out) && own_accumulation_[id].contains(out); }
+  void set_accumulates_in_dtype(std::string_view op_name, DTypeSet halves);
+
   // Capability query (cf. ggml's supports_op): the kernel, or nullptr with unsupported_reason() saying why.
   KernelFn kernel(OpId id) const { return kernels_[id]; }
   virtual std::string unsupported_reason(OpId id) const;
@@ -121,6 +129,7 @@ class Backend {
   std::array<KernelFn, kNumOps> kernels_{};
   BackendCounters counters_;
   DTypeSet dtypes_ = kClassicDTypes;
+  std::array<DTypeSet, kNumOps> own_accumulation_{};
 
  private:
   friend struct detail::RegistryAccess;

@@ -33,7 +33,7 @@
 
 namespace crossfire {
 
-inline constexpr uint32_t kPluginAbiVersion = 1;
+inline constexpr uint32_t kPluginAbiVersion = 2;  // 2: Backend declares accumulation per op (2026-12-03)
 
 // The fingerprint of Note [The plug-in ABI]: FNV-1a over the layout sizes and the op names.
 consteval uint64_t plugin_layout() {

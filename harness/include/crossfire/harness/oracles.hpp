@@ -156,8 +156,11 @@ struct ElementMismatch {
   double got = 0, exact = 0, allowed = 0;
   std::string why;
 };
+// `accumulates_in_dtype`: the device's backend declares that the op rounds its partial results to the output's
+// half dtype (Backend::accumulates_in_dtype), and is held to that bound.
 std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const reference::RefTensor& got,
-                                                      const reference::RefResult& exact);
+                                                      const reference::RefResult& exact,
+                                                      bool accumulates_in_dtype = false);
 
 // Evaluates a program in f64 with the reference evaluator up to `upto` (inclusive, -1: all). A value given in
 // `value_override` replaces that value, an input's or a node's (a node's is then not computed, and everything
