@@ -234,7 +234,7 @@ class GradientOracle {
   // Note [Each backward rule at its device's own values]
   // Every node between a tracked leaf and the root runs its op's backward rule in the program's reverse pass. Each
   // is judged alone, on each device: the node is called again on fresh leaves holding the inputs that device gave
-  // it (read back by the run), with every f32 input the op differentiates tracked, and backward is seeded with a
+  // it (read back by the run), with every float input the op differentiates tracked, and backward is seeded with a
   // fixed pseudo-random upstream gradient (upstream_for). reference::vjp gives the exact gradients of the same call
   // with the same upstream gradient, with the magnitudes and bound of Note [The f64 derivative of a node]; every
   // element must lie within it. Because the point is the device's own, no rounding upstream of the node can move
@@ -696,14 +696,14 @@ class GradientOracle {
   }
 
   // Note [Adjoints past f32]
-  // Reverse mode forms d(loss)/d(v) for every value v between a leaf and the root, in f32. Where one of those
-  // adjoints is past f32's largest value, every f32 implementation gets inf there and at everything upstream,
-  // while the leaf's true gradient (what finite differences measure) may fit: sum(exp(conv2d(l / r, w))) with
-  // exp's outputs near 2.4e38 gave an adjoint of 3.97e38 at l / r and a gradient of -6.7e35 for r
-  // (harness/open-findings had it as a div bug). So before reporting a non-finite gradient against f64, this
-  // measures those adjoints in f64, by central differences on each element of each f32 node on the path
-  // (evaluate_f64 with the node's value replaced), and skips the comparison where one is past f32. It runs only on
-  // that failure path, and stops at the first adjoint past f32.
+  // Reverse mode forms d(loss)/d(v) for every value v between a leaf and the root, in v's dtype. Where one of those
+  // adjoints is past that dtype's largest value (f32's, or a half's), every implementation gets inf there and at
+  // everything upstream, while the leaf's true gradient (what finite differences measure) may fit:
+  // sum(exp(conv2d(l / r, w))) with exp's outputs near 2.4e38 gave an adjoint of 3.97e38 at l / r and a gradient
+  // of -6.7e35 for r (harness/open-findings had it as a div bug). So before reporting a non-finite gradient against
+  // f64, this measures those adjoints in f64, by central differences on each element of each float node on the
+  // path (evaluate_f64 with the node's value replaced), and skips the comparison where one is past its dtype's
+  // range. It runs only on that failure path, and stops at the first adjoint past the range.
   bool adjoint_past_f32(int leaf) const {
     const std::vector<bool> dep = descendants_of(p_, leaf);
     int64_t budget = 4096;  // elements, so two evaluations each
