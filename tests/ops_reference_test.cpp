@@ -56,6 +56,21 @@ TEST(Reference, BoundNaNAndInfinity) {
   EXPECT_FALSE(ref::within_bound(add, kInf, 1e38, 2e38, 1));
 }
 
+// Accumulation declared in the half dtype (Backend::set_accumulates_in_dtype): every rounding is charged at the
+// dtype's eps, and a sum past the dtype's range may give anything. The numbers are ATen's bf16 matmul finding:
+// exact 556,336, got 561,152, magnitude 562,672, 4 terms.
+TEST(Reference, DeclaredHalfAccumulationWidensTheBound) {
+  const ErrorBound mm{2, 1, false};
+  EXPECT_FALSE(ref::within_bound(mm, DType::bf16, 561152, 556336, 562672, 4));
+  EXPECT_TRUE(ref::within_bound(mm, DType::bf16, 561152, 556336, 562672, 4, true));
+  EXPECT_FALSE(ref::within_bound(mm, DType::bf16, 600000, 556336, 562672, 4, true));
+  EXPECT_EQ(ref::allowed_error(mm, DType::f32, 1.0, 4, true), ref::allowed_error(mm, DType::f32, 1.0, 4));
+  // (2 + 4 + 1) * 2^-7 * 562672 + 2^-126.
+  EXPECT_DOUBLE_EQ(ref::allowed_error(mm, DType::bf16, 562672, 4, true), 7 * 0x1p-7 * 562672 + 0x1p-126);
+  EXPECT_TRUE(ref::within_bound(mm, DType::f16, kInf, 1000, 70000, 4, true));
+  EXPECT_FALSE(ref::within_bound(mm, DType::f16, kInf, 1000, 70000, 4));
+}
+
 TEST(Reference, BoundScalesWithMagnitudeAndTerms) {
   ErrorBound add{1, 0, false}, sum{2, 1, false};
   // 1 + 2^-24 rounds to 1 in f32: within one rounding of |a|+|b| = 2.
