@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <set>
 
 #include "crossfire/harness/generate.hpp"
@@ -149,6 +151,37 @@ TEST(Generator, AnyByteStringGivesAProgramWithoutLooping) {
   }
   ByteChoices empty({});
   EXPECT_EQ(generate_program(empty, cfg).num_nodes(), 1);
+}
+
+// Ordinary programs carry issue 16's stressing values too, among the specials of untracked inputs: huge ones
+// (|x| >= 2^120, where an f32 sum or product of a few overflows), denormals, and an element that cancels the one
+// before it (x, -x).
+TEST(Generator, OrdinaryProgramsHoldHugeDenormalAndCancellingValues) {
+  GenConfig cfg;
+  cfg.large_rate = 0;
+  int huge = 0, denormal = 0, cancelling = 0;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    PrngChoices c(seed);
+    const Program p = generate_program(c, cfg);
+    for (const Value& v : p.values) {
+      if (!v.is_input() || v.input().dtype != DType::f32) continue;
+      const std::vector<uint32_t>& b = v.input().f32_bits;
+      for (size_t i = 0; i < b.size(); ++i) {
+        float x;
+        std::memcpy(&x, &b[i], sizeof x);
+        huge += std::isfinite(x) && std::fabs(x) >= 0x1p120f;
+        denormal += x != 0 && std::fabs(x) < 0x1p-126f;
+        if (i > 0 && x != 0 && std::isfinite(x)) {
+          float prev;
+          std::memcpy(&prev, &b[i - 1], sizeof prev);
+          cancelling += prev == -x;
+        }
+      }
+    }
+  }
+  EXPECT_GT(huge, 20);
+  EXPECT_GT(denormal, 20);
+  EXPECT_GT(cancelling, 20);
 }
 
 TEST(Generator, IsDeterministic) {

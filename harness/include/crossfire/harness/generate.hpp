@@ -54,7 +54,10 @@ struct GenConfig {
   bool mismatches = true;        // allow programs with deliberately mismatched devices
   bool tracked = true;           // allow tracked inputs
   bool backward = true;          // allow a `backward` line
-  bool special_values = true;    // inf, nan, -0 in some inputs
+  // Some untracked inputs hold specials: 0, -0, +-1, 1e30, -1e-30, +-inf, NaN, and the stressing values of large
+  // programs at ordinary sizes: huge (|x| in [2^120, 2^128), mostly positive), denormals, and an element that
+  // cancels the one before it (x, -x).
+  bool special_values = true;
   std::vector<OpId> ops;         // restrict node ops (empty: every op of the table)
   // Note [Large programs]: the share of programs that are one long-axis node (softmax, a reduction, conv2d or
   // matmul over many terms) on values chosen to stress f32 (huge, denormal, cancelling). 0 (the fuzz targets and
