@@ -249,6 +249,38 @@ TEST(VulkanSemantics, BoolLayoutOpsAcrossWordBoundaries) {
   EXPECT_THROW(index_select(ta, 0, from_data(std::span<const int32_t>(bad), {2}, d)), InvalidArgument);
 }
 
+// f16 and bf16 data movement copies 16-bit elements packed two to a word: odd sizes, pieces of cat that share a word,
+// strided slices and index_select, each against the same bits computed by hand (a NaN's payload included).
+TEST(VulkanSemantics, HalfLayoutOpsCopyBitsAcrossWordBoundaries) {
+  REQUIRE_VULKAN(d);
+  auto half = [&](const std::vector<uint16_t>& bits, std::vector<int64_t> shape, DType dt) {
+    std::vector<uint8_t> bytes;
+    for (uint16_t b : bits) bytes.push_back(uint8_t(b)), bytes.push_back(uint8_t(b >> 8));
+    return from_bytes(bytes, shape, dt, d);
+  };
+  auto bits_of = [](const Tensor& t) {
+    const std::vector<uint8_t> b = t.to_host_bytes();
+    std::vector<uint16_t> out;
+    for (size_t i = 0; i + 1 < b.size(); i += 2) out.push_back(uint16_t(b[i] | (b[i + 1] << 8)));
+    return out;
+  };
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<uint16_t> a{0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000}, b{0x1234, 0xfbff, 0x7c00};
+    const Tensor ta = half(a, {5}, dt), tb = half(b, {3}, dt);
+    std::vector<Tensor> ts{ta, tb, ta};
+    EXPECT_EQ(bits_of(cat(ts, 0)), (std::vector<uint16_t>{0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000, 0x1234, 0xfbff,
+                                                            0x7c00, 0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000}));
+    EXPECT_EQ(bits_of(slice(cat(ts, 0), {1}, {13}, {3})), (std::vector<uint16_t>{0x8000, 0xc000, 0x7c00, 0x7e01}));
+    EXPECT_EQ(bits_of(permute(reshape(ta, {5, 1}), {1, 0})), a);
+    EXPECT_EQ(bits_of(expand(reshape(tb, {3, 1}), {3, 2})),
+              (std::vector<uint16_t>{0x1234, 0x1234, 0xfbff, 0xfbff, 0x7c00, 0x7c00}));
+    std::vector<int32_t> idx{4, 0, 4, 2, 1};
+    EXPECT_EQ(bits_of(index_select(ta, 0, from_data(std::span<const int32_t>(idx), {5}, d))),
+              (std::vector<uint16_t>{0xc000, 0x3c00, 0xc000, 0x7e01, 0x8000}));
+  }
+}
+
 // ---- rand: Philox4x32-10, bit-identical ----------------------------------------------------------------------------
 
 std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {

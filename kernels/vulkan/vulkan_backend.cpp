@@ -733,7 +733,8 @@ VulkanBackend::VulkanBackend() {
   register_kernels(*this);
   // f16 and bf16 tensors too: stored two to a word and converted with integer operations in the shaders, so any
   // Vulkan device computes them (Note [Halves as f32 inside a shader] in shaders/common.glsl); kernels other than
-  // the elementwise ones, fill and reshape raise Unsupported for them (halves_unsupported in vulkan_kernels.cpp).
+  // the elementwise ones, fill and data movement raise Unsupported for them (halves_unsupported in
+  // vulkan_kernels.cpp).
   set_dtypes(kAnyDType);
 }
 

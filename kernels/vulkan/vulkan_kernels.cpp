@@ -59,8 +59,14 @@ void check_row_length(const KernelCall& call, int64_t len) {
                                   len, kMaxGroupRow));
 }
 
-// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full) and
-// reshape (a copy); dispatch's from_data and to move their bytes. Every other kernel raises Unsupported, naming
+// A data-movement shader's dtype code: only the width matters (f32 and i32 are both whole words), so they share one
+// pipeline; bool, f16 and bf16 are packed (shaders/packed_main.glsl).
+int32_t packed_code(DType dt) { return dt == DType::boolean || is_half(dt) ? int32_t(dt) : CF_F32; }
+uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
+
+// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full), the
+// data movement (reshape, permute, slice, expand, cat, index_select: their bits, packed two to a word); dispatch's
+// from_data and to move their bytes. Every other kernel raises Unsupported, naming
 // the op, the dtype and the backend, for a call with a half tensor, before it records anything.
 void halves_unsupported(const KernelCall& call) {
   std::optional<DType> half;
@@ -78,7 +84,7 @@ void halves_unsupported(const KernelCall& call) {
   if (half)
     throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
                       fmt::format("vulkan has no {} kernel for {} tensors (its f16 and bf16 kernels are the "
-                                  "elementwise ops, cast, zeros, ones, full and reshape)",
+                                  "elementwise ops, cast, zeros, ones, full and the data movement)",
                                   call.op.name, dtype_name(*half)));
 }
 
@@ -410,7 +416,6 @@ void matmul_kernel(const KernelCall& call) {
 // ---- layout ----------------------------------------------------------------------------------------------------------
 
 void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std::array<int64_t, kMaxRank>& strides) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   Strided<1> st;
@@ -429,7 +434,7 @@ void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std
   const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
                          : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
                                                       : uint64_t(out.numel);
-  run(call, "gather", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x)}, &p, sizeof p,
+  run(call, "gather", {packed_code(out.dtype)}, {A(out), A(x)}, &p, sizeof p,
       groups(items, 256));
 }
 
@@ -460,13 +465,12 @@ void expand_kernel(const KernelCall& call) {
 }
 
 void cat_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   std::span<const Tensor> ts = call.args[0].list;
   const int64_t axis = normalised_axis(call.args[1].i, out.shape.rank());
   AxisSplit a = split_at(out.shape, int(axis));
-  const bool boolean = out.dtype == DType::boolean;
+  const uint64_t k = elements_per_word(out.dtype);  // 1: one element per invocation; else one word
   int64_t off = 0;
   for (const Tensor& t : ts) {
     const int64_t d = t.shape()[int(axis)];
@@ -481,18 +485,17 @@ void cat_kernel(const KernelCall& call) {
       p.d = uint32_t(d);
       const uint64_t first = uint64_t(off * a.inner);
       const uint64_t last = uint64_t(((a.outer - 1) * a.len + off + d) * a.inner);
-      p.word_begin = uint32_t(first / 4);
-      p.word_end = uint32_t((last + 3) / 4);
+      p.word_begin = uint32_t(first / k);
+      p.word_end = uint32_t((last + k - 1) / k);
       p.out_n = uint32_t(out.numel);
-      run(call, "cat", {boolean ? CF_BOOL : CF_F32}, {A(out), A(t)}, &p, sizeof p,
-          groups(boolean ? p.word_end - p.word_begin : p.n, 256));
+      run(call, "cat", {packed_code(out.dtype)}, {A(out), A(t)}, &p, sizeof p,
+          groups(k > 1 ? p.word_end - p.word_begin : p.n, 256));
     }
     off += d;
   }
 }
 
 void index_select_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   const TensorImpl& x = *call.tensor(0).impl();
   const TensorImpl& index = *call.tensor(2).impl();
@@ -520,7 +523,7 @@ void index_select_kernel(const KernelCall& call) {
   const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
                          : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
                                                       : uint64_t(out.numel);
-  run(call, "index_select", {out.dtype == DType::boolean ? CF_BOOL : CF_F32}, {A(out), A(x), A(index)}, &p, sizeof p,
+  run(call, "index_select", {packed_code(out.dtype)}, {A(out), A(x), A(index)}, &p, sizeof p,
       groups(items, 256));
 }
 

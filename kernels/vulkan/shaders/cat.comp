@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
 // One input of cat: the output is [outer, total, inner]; this input fills axis slots [off, off + d) of it.
-// 4-byte dtypes scatter one element per invocation. Bool packs four elements per word and two inputs may share a
-// word, so each invocation owns one output word and rewrites only the bytes of this input's slots (the dispatches of
-// one cat are ordered by barriers).
+// 4-byte dtypes scatter one element per invocation. Bool packs four elements per word, f16 and bf16 two, and two
+// inputs may share a word, so each invocation owns one output word and rewrites only the elements of this input's
+// slots (the dispatches of one cat are ordered by barriers).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -21,7 +21,8 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-  if (DT != CF_BOOL) {
+  const uint k = per_word(DT);
+  if (k == 1u) {
     uint slab = p.d * p.inner;
     uint i = flat_index();
     if (i < p.n) {
@@ -30,17 +31,18 @@ void main() {
     }
     return;
   }
+  const uint width = 32u / k, mask = element_mask(DT);
   uint w = p.word_begin + flat_index();
   if (w < p.word_end) {
     uint v = o_[w];
-    for (uint e = 0u; e < 4u; ++e) {
-      uint i = w * 4u + e;
+    for (uint e = 0u; e < k; ++e) {
+      uint i = w * k + e;
       if (i >= p.out_n) break;
       uint q = i / p.inner, ii = i % p.inner;
       uint a = q % p.total, outer = q / p.total;
       if (a < p.off || a >= p.off + p.d) continue;
       uint src = (outer * p.d + (a - p.off)) * p.inner + ii;
-      v = (v & ~(0xffu << (8u * e))) | (LOAD(a_, CF_BOOL, src) << (8u * e));
+      v = (v & ~(mask << (width * e))) | (BITS(a_, DT, src) << (width * e));
     }
     o_[w] = v;
   }

@@ -47,6 +47,13 @@ uint f32_bits_to_bf16(uint u) {
 uint widen(int dt, uint h) { return dt == CF_F16 ? f16_to_f32_bits(h) : dt == CF_BF16 ? h << 16 : h; }
 uint narrow(int dt, uint u) { return dt == CF_F16 ? f32_bits_to_f16(u) : dt == CF_BF16 ? f32_bits_to_bf16(u) : u; }
 
+// Element i of a buffer of dtype dt as it is stored, for data movement, which copies bits (a half's own 16 bits,
+// never widened: a NaN keeps its payload).
+#define BITS(buf, dt, i) (((dt) == CF_F16 || (dt) == CF_BF16) ? half_at(buf[(i) >> 1], (i)) : LOAD(buf, dt, i))
+// How many elements of dtype dt share a 32-bit word (bool 4, f16 and bf16 2, else 1), and one's mask.
+uint per_word(int dt) { return dt == CF_BOOL ? 4u : (dt == CF_F16 || dt == CF_BF16) ? 2u : 1u; }
+uint element_mask(int dt) { return dt == CF_BOOL ? 0xffu : (dt == CF_F16 || dt == CF_BF16) ? 0xffffu : 0xffffffffu; }
+
 // Element i of a buffer of dtype dt, as its bit pattern (bool: 0 or 1; f16, bf16: the bits of the same f32).
 #define LOAD(buf, dt, i)                                                                                     \
   ((dt) == CF_BOOL ? byte_at(buf[(i) >> 2], (i))                                                           \

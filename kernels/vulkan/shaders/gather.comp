@@ -22,23 +22,7 @@ uint element(uint i) {
     rem /= p.shape[d];
     off += c * p.stride[d];
   }
-  return LOAD(a_, DT, off);
+  return BITS(a_, DT, off);
 }
 
-void main() {
-  if (DT == CF_BOOL) {
-    uint words = (p.n + 3u) / 4u;
-    uint w = flat_index();
-    if (w < words) {
-      uint v = 0u;
-      for (uint e = 0u; e < 4u; ++e) {
-        uint i = w * 4u + e;
-        if (i < p.n) v |= element(i) << (8u * e);
-      }
-      o_[w] = v;
-    }
-  } else {
-    uint i = flat_index();
-    if (i < p.n) o_[i] = element(i);
-  }
-}
+#include "packed_main.glsl"

@@ -18,23 +18,7 @@ uint element(uint i) {
   uint ii = i % p.inner, q = i / p.inner;
   uint jj = q % p.j, outer = q / p.j;
   uint idx = min(b_[jj], p.d - 1u);
-  return LOAD(a_, DT, (outer * p.d + idx) * p.inner + ii);
+  return BITS(a_, DT, (outer * p.d + idx) * p.inner + ii);
 }
 
-void main() {
-  if (DT == CF_BOOL) {
-    uint words = (p.n + 3u) / 4u;
-    uint w = flat_index();
-    if (w < words) {
-      uint v = 0u;
-      for (uint e = 0u; e < 4u; ++e) {
-        uint i = w * 4u + e;
-        if (i < p.n) v |= element(i) << (8u * e);
-      }
-      o_[w] = v;
-    }
-  } else {
-    uint i = flat_index();
-    if (i < p.n) o_[i] = element(i);
-  }
-}
+#include "packed_main.glsl"
