@@ -9,6 +9,8 @@
 #include <limits>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "crossfire/crossfire.hpp"
 #include "reference/reference.hpp"
 #include "support/backend_under_test.hpp"
@@ -279,6 +281,24 @@ TEST(VulkanSemantics, HalfLayoutOpsCopyBitsAcrossWordBoundaries) {
     EXPECT_EQ(bits_of(index_select(ta, 0, from_data(std::span<const int32_t>(idx), {5}, d))),
               (std::vector<uint16_t>{0xc000, 0x3c00, 0xc000, 0x7e01, 0x8000}));
   }
+}
+
+// rand in f16 and bf16 takes each Philox word's top 11 or 8 bits: bit-identical to the CPU backend, odd sizes
+// included (the shader writes two words per block); randn within the op's bound of the reference.
+TEST(VulkanRandom, HalfRandIsBitIdenticalAndRandnWithinTheBound) {
+  REQUIRE_VULKAN(d);
+  const Device cpu{BackendKind::cpu, 0};
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t n : {1, 2, 3, 5, 1001}) {
+      SCOPED_TRACE(fmt::format("{} n={}", dtype_name(dt), n));
+      EXPECT_EQ(rand({n}, 42, d, dt).to_host_bytes(), rand({n}, 42, cpu, dt).to_host_bytes());
+      const std::vector<int64_t> shape{n};  // the pack views it
+      ArgPack args(Arg::of(IntList(shape)), Arg::integer(7), Arg::of(dt), Arg::of(d));
+      const reference::RefResult want = reference::evaluate(reference::RefCall::from(ids::randn_id, args));
+      const auto m = reference::first_mismatch(op_def(ids::randn_id), want,
+                                               reference::RefTensor::from(call(ids::randn_id, args)));
+      EXPECT_FALSE(m.has_value()) << m->what;
+    }
 }
 
 // ---- rand: Philox4x32-10, bit-identical ----------------------------------------------------------------------------

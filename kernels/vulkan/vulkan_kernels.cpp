@@ -64,9 +64,9 @@ void check_row_length(const KernelCall& call, int64_t len) {
 int32_t packed_code(DType dt) { return dt == DType::boolean || is_half(dt) ? int32_t(dt) : CF_F32; }
 uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
 
-// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full), the
-// data movement (reshape, permute, slice, expand, cat, index_select: their bits, packed two to a word); dispatch's
-// from_data and to move their bytes. Every other kernel raises Unsupported, naming
+// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full),
+// rand and randn, the data movement (reshape, permute, slice, expand, cat, index_select: their bits, packed two to a
+// word); dispatch's from_data and to move their bytes. Every other kernel raises Unsupported, naming
 // the op, the dtype and the backend, for a call with a half tensor, before it records anything.
 void halves_unsupported(const KernelCall& call) {
   std::optional<DType> half;
@@ -84,7 +84,7 @@ void halves_unsupported(const KernelCall& call) {
   if (half)
     throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
                       fmt::format("vulkan has no {} kernel for {} tensors (its f16 and bf16 kernels are the "
-                                  "elementwise ops, cast, zeros, ones, full and the data movement)",
+                                  "elementwise ops, cast, zeros, ones, full, rand, randn and the data movement)",
                                   call.op.name, dtype_name(*half)));
 }
 
@@ -322,7 +322,6 @@ void arange_kernel(const KernelCall& call) {
 }
 
 void rand_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const uint64_t seed = uint64_t(call.args[1].i);
@@ -331,7 +330,7 @@ void rand_kernel(const KernelCall& call) {
     uint32_t n, k0, k1;
   } p{uint32_t(out.numel), uint32_t(seed), uint32_t(seed >> 32)};
   const bool f64 = normal && ctx(call).has_f64;
-  run(call, f64 ? "rand_f64" : "rand", {int32_t(normal)}, {A(out)}, &p, sizeof p,
+  run(call, f64 ? "rand_f64" : "rand", {int32_t(normal), int32_t(out.dtype)}, {A(out)}, &p, sizeof p,
       groups((uint64_t(out.numel) + 3) / 4, 256));
 }
 

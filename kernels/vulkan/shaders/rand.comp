@@ -2,12 +2,13 @@
 #version 450
 // rand and randn from Philox4x32-10 (Salmon et al. 2011), bit-identical to the op table's definition: block b
 // uses counter (b, 0, 0, 0) and key (lo32(seed), hi32(seed)); element i takes word i % 4 of block i / 4.
-// One invocation computes one block, i.e. four elements.
+// One invocation computes one block, i.e. four elements (for f16 and bf16, two whole words).
 #include "common.glsl"
 #include "math.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const bool NORMAL = false;
+layout(constant_id = 1) const int DT = CF_F32;  // f32, f16 or bf16 (Note [Halves as f32 inside a shader])
 layout(push_constant) uniform Params {
   uint n;
   uint key0;
@@ -52,8 +53,11 @@ void main() {
   if (b < blocks) {
     uvec4 w = philox(b);
     uint v[4];
-    if (!NORMAL) {
+    if (!NORMAL && DT == CF_F32) {
       for (int e = 0; e < 4; ++e) v[e] = floatBitsToUint(float(w[e] >> 8) * 5.9604644775390625e-08);
+    } else if (!NORMAL) {  // the word's top 11 (f16) or 8 (bf16) bits: exact in the dtype, below 1
+      const uint bits = DT == CF_F16 ? 11u : 8u;
+      for (int e = 0; e < 4; ++e) v[e] = floatBitsToUint(float(w[e] >> (32u - bits)) / float(1u << bits));
     } else {
       vec2 z0 = normal_pair(w.x, w.y), z1 = normal_pair(w.z, w.w);
       v[0] = floatBitsToUint(z0.x);
@@ -61,7 +65,12 @@ void main() {
       v[2] = floatBitsToUint(z1.x);
       v[3] = floatBitsToUint(z1.y);
     }
-    for (uint e = 0u; e < 4u; ++e)
-      if (b * 4u + e < p.n) o_[b * 4u + e] = v[e];
+    if (DT == CF_F32) {
+      for (uint e = 0u; e < 4u; ++e)
+        if (b * 4u + e < p.n) o_[b * 4u + e] = v[e];
+    } else {  // words 2b and 2b + 1; a word exists when its first element does
+      o_[2u * b] = narrow(DT, v[0]) | (b * 4u + 1u < p.n ? narrow(DT, v[1]) << 16 : 0u);
+      if (b * 4u + 2u < p.n) o_[2u * b + 1u] = narrow(DT, v[2]) | (b * 4u + 3u < p.n ? narrow(DT, v[3]) << 16 : 0u);
+    }
   }
 }
