@@ -121,10 +121,11 @@ OutputSpec from_data(const CallView& c) {
   return {dt, s, c.target};
 }
 
-// rand and randn draw float values: their dtype attribute (parameter 2) must be f32, f16 or bf16.
+// rand and randn: their dtype attribute (parameter 2) names one of the dtypes the op table lets it name (float).
 OutputSpec random(const CallView& c) {
   const DType dt = c.dtype(2);
-  if (!kFloat.contains(dt)) invalid(c, 2, fmt::format("{} draws float values (f32, f16, bf16), not {}", c.op.name, dtype_name(dt)));
+  if (!c.op.params[2].dtypes.contains(dt))
+    invalid(c, 2, fmt::format("{} draws {} values, not {}", c.op.name, c.op.params[2].dtypes.str(), dtype_name(dt)));
   return {dt, checked_shape(c, 0, c.ints(0)), c.target};
 }
 

@@ -353,10 +353,12 @@ RefResult ev_from_data(const Ctx& c) {
 
 double uniform_24(uint32_t w) { return double(w >> 8) * 0x1p-24; }
 
-// rand and randn draw a float dtype (op table).
+// rand and randn draw one of the dtypes their attribute may name (op table: the float ones).
 DType random_dtype(const Ctx& c) {
   const DType dt = c.dtype("dtype");
-  if (!is_float(dt)) c.fail("dtype", fmt::format("{} draws float values, not {}", c.op.name, dtype_name(dt)));
+  if (!c.op.params[size_t(c.index("dtype"))].dtypes.contains(dt))
+    c.fail("dtype", fmt::format("{} draws {} values, not {}", c.op.name,
+                                c.op.params[size_t(c.index("dtype"))].dtypes.str(), dtype_name(dt)));
   return dt;
 }
 

@@ -328,8 +328,8 @@ class Generator {
           s = Shape{count};
         } else {
           int shape_p = nth(op, ParamRole::int_list_attr, 0);
-          // rand and randn draw float values (their output rule refuses the others).
-          if (dtp >= 0) dt = pick_dtype(op.output == rules::random ? kFloat : kAnyDType, where);
+          // Among the dtypes the attribute may name (the op table's: rand and randn draw floats only).
+          if (dtp >= 0) dt = pick_dtype(op.params[size_t(dtp)].dtypes, where);
           set(shape_p, std::vector<int64_t>(s.dims().begin(), s.dims().end()));
           int value_p = nth(op, ParamRole::float_attr, 0);
           if (value_p >= 0) set(value_p, c_.coin(1, 2) ? double(pick(-4, 4)) : double(pick(-64, 64)) / 8.0);

@@ -191,6 +191,12 @@ class GradientOracle {
   std::vector<bool> device_consistent_;  // per device: the same discrete values as the f64 evaluation
   std::vector<std::optional<bool>> chain_comparable_;  // per device: also the same branches (computed when needed)
   std::vector<std::optional<bool>> same_branch_;       // per device, against the first one that has gradients
+  std::vector<std::optional<Evaluation>> device_values_;  // per device: its float values on the path, read once
+
+  const Evaluation& device_values(size_t di, const std::vector<RunResult>& runs) {
+    if (!device_values_[di]) device_values_[di] = float_values(p_, runs[di], anc_);
+    return *device_values_[di];
+  }
 
   std::string dev(size_t di) const { return devices_[di].str(); }
   void skip(SkipReason r) { counts_.skip(r); }
@@ -517,6 +523,7 @@ class GradientOracle {
             device_consistent_[di] = false;
     chain_comparable_.assign(runs.size(), std::nullopt);
     same_branch_.assign(runs.size(), std::nullopt);
+    device_values_.assign(runs.size(), std::nullopt);
   }
 
   // Step 4: the whole gradient of one leaf, device against device.
@@ -530,7 +537,7 @@ class GradientOracle {
         continue;
       }
       if (!same_branch_[di])
-        same_branch_[di] = same_branches(p_, float_values(p_, runs[*first], anc_), float_values(p_, runs[di], anc_), anc_);
+        same_branch_[di] = same_branches(p_, device_values(*first, runs), device_values(di, runs), anc_);
       if (!*same_branch_[di]) {  // Note [Branches across devices]
         skip(SkipReason::branches_differ);
         continue;
@@ -555,7 +562,7 @@ class GradientOracle {
   // branches (Note [Branches across devices], on the device's values against f64's).
   bool chain_comparable(size_t di, const std::vector<RunResult>& runs) {
     if (!chain_ || !device_consistent_[di]) return false;
-    if (!chain_comparable_[di]) chain_comparable_[di] = same_branches(p_, float_values(p_, runs[di], anc_), base_, anc_);
+    if (!chain_comparable_[di]) chain_comparable_[di] = same_branches(p_, device_values(di, runs), base_, anc_);
     return *chain_comparable_[di];
   }
 

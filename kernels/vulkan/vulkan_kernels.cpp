@@ -3,16 +3,15 @@
 // cached pipeline for its shader module and specialization constants, and records one dispatch (or a fill/copy)
 // into the device's current batch; none of them waits, except index_select, which must read its indices.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
-#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "crossfire/error.hpp"
+#include "crossfire/half_bits.hpp"
 #include "vulkan_backend.hpp"
 
 namespace crossfire::vulkan {
@@ -235,29 +234,6 @@ void elementwise_kernel(const KernelCall& call) {
 
 // ---- creation ------------------------------------------------------------------------------------------------------
 
-// v rounded once to nearest (ties to even) as f16 or bf16 bits: through an f32 rounded to odd (exact, or truncated
-// with its last bit set), which cannot create a false tie; overflow to the infinity of the sign, NaN to the quiet NaN
-// of its sign (Note [Halves as f32 inside a shader] in shaders/common.glsl does the same on the device).
-uint32_t half_bits_of(double v, DType dt) {
-  float f = float(v);
-  if (std::isfinite(v) && std::fabs(v) <= double(std::numeric_limits<float>::max()) && double(f) != v) {
-    if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
-    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
-  }
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  if (dt == DType::bf16) {
-    if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  }
-  const uint32_t sign = u & 0x80000000u;
-  u ^= sign;
-  uint32_t r;
-  if (u >= 0x47800000u) r = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  else if (u < (113u << 23)) r = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + 0.5f) - 0x3f000000u;
-  else r = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
-  return r | (sign >> 16);
-}
-
 uint32_t to_i32_saturating(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 2147483647.0) return 0x7fffffffu;
@@ -281,7 +257,7 @@ void fill_kernel(const KernelCall& call) {
     case DType::boolean: pattern = v != 0 ? 0x01010101u : 0u; break;
     case DType::f16:
     case DType::bf16: {  // two copies of the element, each half of the word
-      const uint32_t h = half_bits_of(v, out.dtype);
+      const uint32_t h = half_bits_of(v, out.dtype);  // crossfire/half_bits.hpp
       pattern = h | (h << 16);
       break;
     }

@@ -60,7 +60,7 @@ constexpr bool moves_data(OpFamily f) {
 struct ParamDef {
   std::string_view name;
   ParamRole role;
-  DTypeSet dtypes{};              // tensor roles: what the parameter accepts
+  DTypeSet dtypes{};              // tensor roles: what the parameter accepts; dtype_attr: the dtypes it may name
   uint8_t same_dtype_group = 0;  // tensor params of one op with the same non-zero group must share one dtype
   GradPolicy grad = GradPolicy::constant;
   Domain domain = Domain::any;
@@ -288,7 +288,9 @@ constexpr ErrorBound kTranscendental{4, 0, false};
 constexpr ErrorBound kReduction{2, 1, false};
 
 constexpr ParamDef kShape = Attr("shape", R::int_list_attr);
-constexpr ParamDef kDTypeAttr = Attr("dtype", R::dtype_attr);
+// A dtype attribute naming one of `d` (rand and randn draw float values only).
+constexpr ParamDef DTypeAttr(DTypeSet d) { return {"dtype", R::dtype_attr, d, 0, G::constant, D::any}; }
+constexpr ParamDef kDTypeAttr = DTypeAttr(kAnyDType);
 constexpr ParamDef kDeviceAttr = Attr("device", R::device_attr);
 constexpr ParamDef kAxisOpt = Attr("axis", R::optional_int_attr);
 constexpr ParamDef kAxis = Attr("axis", R::int_attr);
@@ -349,13 +351,13 @@ inline constexpr auto kOpTable = [] {
        "word i%4 of the block for counter (lo32(i/4), hi32(i/4), 0, 0) and key (lo32(seed), hi32(seed)); value = "
        "(word >> (32 - p)) * 2^-p with p the dtype's precision (24, 11, 8 bits): the same stream's top bits, exact "
        "in the dtype and below 1. Bit-identical on every backend.",
-       kShape, Attr("seed", R::int_attr), kDTypeAttr, kDeviceAttr),
+       kShape, Attr("seed", R::int_attr), DTypeAttr(kFloat), kDeviceAttr),
     op("randn", OpFamily::creation, rules::random, nullptr, kTranscendental,
        "Standard normal of float dtype (f32, f16, bf16) by Box-Muller on rand's Philox words w (every dtype draws "
        "the same values): elements 2j and 2j+1 use u1 = ((w[2j] >> 8) + 0.5) * 2^-24 and u2 = (w[2j+1] >> 8) * "
        "2^-24; r = sqrt(-2 ln u1); out[2j] = r cos(2 pi u2), out[2j+1] = r sin(2 pi u2) (an odd last element takes "
        "the cos), rounded to the dtype.",
-       kShape, Attr("seed", R::int_attr), kDTypeAttr, kDeviceAttr),
+       kShape, Attr("seed", R::int_attr), DTypeAttr(kFloat), kDeviceAttr),
 
     // ---- unary ---------------------------------------------------------------------------------------------------
     unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
