@@ -360,6 +360,36 @@ TEST(VulkanSemantics, HalvesWidenExactlyAndNarrowToNearestEven) {
   }
 }
 
+// Note [Halves through the f32 kernels] (vulkan_kernels.cpp): the reductions, softmax and matmul compute f16 and bf16
+// on f32 copies and round each result once; arange computes each element in f64 and rounds it once. Values worked
+// out by hand, each of which an accumulation in the half dtype would get wrong.
+TEST(VulkanSemantics, HalfReductionsAndMatmulAccumulateInF32) {
+  REQUIRE_VULKAN(d);
+  auto value = [](const Tensor& t) { return cast(t, DType::f32).to_f32(); };
+  // f16 holds 60000 (1875 x 32; the spacing is 32 above 32768). In f16 the first partial sum, 120000, overflows to
+  // inf; in f32, 60000 + 60000 - 60000 = 60000. The mean is 20000 (1250 x 16). 60001 rounds to 60000.
+  const Tensor x = cast(vec(f32s({60000.f, 60000.f, -60000.f}), d), DType::f16);
+  EXPECT_EQ(value(sum(x)), f32s({60000.f}));
+  EXPECT_EQ(value(mean(x)), f32s({20000.f}));
+  EXPECT_EQ(value(max(x)), f32s({60000.f}));
+  EXPECT_EQ(value(sum(cast(vec(f32s({60000.f, 1.f}), d), DType::f16))), f32s({60000.f}));
+  EXPECT_EQ(argmax(cast(vec(f32s({1.f, 3.f, 3.f, 2.f}), d), DType::bf16)).to_i32(), std::vector<int32_t>{1});
+  EXPECT_EQ(value(sum(reshape(cast(vec(f32s({1.f, 2.f, 3.f, 4.f}), d), DType::f16), {2, 2}), 0)), f32s({4.f, 6.f}));
+  // bf16 keeps 8 significant bits: 1 + 2^-8 is a tie that rounds to 1, so a bf16 accumulation of
+  // 1 + 2^-8 + 2^-8 gives 1; in f32 it is 1 + 2^-7, which bf16 holds.
+  const Tensor a = reshape(cast(vec(f32s({1.f, 0x1p-8f, 0x1p-8f}), d), DType::bf16), {1, 3});
+  const Tensor b = reshape(cast(vec(f32s({1.f, 1.f, 1.f}), d), DType::bf16), {3, 1});
+  EXPECT_EQ(value(matmul(a, b)), f32s({1.0078125f}));
+  EXPECT_EQ(matmul(a, b).dtype(), DType::bf16);
+  EXPECT_EQ(value(softmax(cast(vec(f32s({0.f, 0.f, 0.f, 0.f}), d), DType::f16), 0)), f32s({0.25f, 0.25f, 0.25f, 0.25f}));
+  // arange: element i is start + i*step in f64, rounded once to the dtype; bit-identical to the CPU backend.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor v = arange(-3.0, 7.0, 0.1, dt, d), c = arange(-3.0, 7.0, 0.1, dt, Device{BackendKind::cpu, 0});
+    EXPECT_EQ(v.dtype(), dt);
+    EXPECT_EQ(v.to_host_bytes(), c.to_host_bytes()) << dtype_name(dt);
+  }
+}
+
 TEST(VulkanRandom, PhiloxMatchesTheKnownAnswersAndIsBitIdentical) {
   // Random123's known-answer vectors for philox4x32 with 10 rounds.
   EXPECT_EQ(philox({0, 0, 0, 0}, {0, 0}), (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));

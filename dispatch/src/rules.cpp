@@ -101,7 +101,8 @@ OutputSpec arange(const CallView& c) {
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     invalid(c, 0, "start, stop and step must be finite");
   if (step == 0) invalid(c, 2, "step must not be 0");
-  if (dt == DType::boolean) invalid(c, 3, "arange makes f32 or i32 tensors");
+  if (!c.op.params[3].dtypes.contains(dt))
+    invalid(c, 3, fmt::format("arange makes {} tensors, not {}", c.op.params[3].dtypes.str(), dtype_name(dt)));
   double n = std::ceil((stop - start) / step);
   if (n > double(kMaxElements)) invalid(c, 1, fmt::format("{} elements is more than the limit {}", n, kMaxElements));
   Shape s;

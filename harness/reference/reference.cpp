@@ -303,17 +303,27 @@ RefResult filled(const Ctx& c, double v) {
   std::fill(r.value.values.begin(), r.value.values.end(), convert(v, dt));
   return exact_result(r);
 }
+
+// The dtype attribute, which must be one the op table lets it name (rand and randn: the float dtypes; arange: the
+// numeric ones).
+DType dtype_attr(const Ctx& c) {
+  const DType dt = c.dtype("dtype");
+  const DTypeSet allowed = c.op.params[size_t(c.index("dtype"))].dtypes;
+  if (!allowed.contains(dt))
+    c.fail("dtype", fmt::format("{} makes {} tensors, not {}", c.op.name, allowed.str(), dtype_name(dt)));
+  return dt;
+}
+
 RefResult ev_zeros(const Ctx& c) { return filled(c, 0.0); }
 RefResult ev_ones(const Ctx& c) { return filled(c, 1.0); }
 RefResult ev_full(const Ctx& c) { return filled(c, c.scalar("value")); }
 
 RefResult ev_arange(const Ctx& c) {
   double start = c.scalar("start"), stop = c.scalar("stop"), step = c.scalar("step");
-  DType dt = c.dtype("dtype");
+  const DType dt = dtype_attr(c);
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     c.fail("start", "start, stop and step must be finite");
   if (step == 0) c.fail("step", "must not be 0");
-  if (dt == DType::boolean) c.fail("dtype", "arange makes numbers: f32 or i32");
   double count = std::ceil((stop - start) / step);
   if (count > double(kMaxElements)) c.fail("stop", "too many elements");
   int64_t n = count > 0 ? int64_t(count) : 0;
@@ -353,19 +363,10 @@ RefResult ev_from_data(const Ctx& c) {
 
 double uniform_24(uint32_t w) { return double(w >> 8) * 0x1p-24; }
 
-// rand and randn draw one of the dtypes their attribute may name (op table: the float ones).
-DType random_dtype(const Ctx& c) {
-  const DType dt = c.dtype("dtype");
-  if (!c.op.params[size_t(c.index("dtype"))].dtypes.contains(dt))
-    c.fail("dtype", fmt::format("{} draws {} values, not {}", c.op.name,
-                                c.op.params[size_t(c.index("dtype"))].dtypes.str(), dtype_name(dt)));
-  return dt;
-}
-
 // The top p bits of the word, p = the dtype's precision: (w >> (32 - p)) * 2^-p.
 RefResult ev_rand(const Ctx& c) {
   int64_t seed = c.integer("seed");
-  const DType dt = random_dtype(c);
+  const DType dt = dtype_attr(c);
   const int p = float_format(dt).precision;
   RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
   for (size_t i = 0; i < r.value.values.size(); ++i)
@@ -376,7 +377,7 @@ RefResult ev_rand(const Ctx& c) {
 // The same values in every dtype (exact f64, left unrounded like every transcendental result).
 RefResult ev_randn(const Ctx& c) {
   int64_t seed = c.integer("seed");
-  RefResult r = make_result(random_dtype(c), c.shape_from("shape", c.ints("shape")));
+  RefResult r = make_result(dtype_attr(c), c.shape_from("shape", c.ints("shape")));
   int64_t n = r.value.numel();
   for (int64_t j = 0; 2 * j < n; ++j) {
     double u1 = (double(philox_word(seed, 2 * j) >> 8) + 0.5) * 0x1p-24;

@@ -732,9 +732,8 @@ void report_validation_at_exit() {
 VulkanBackend::VulkanBackend() {
   register_kernels(*this);
   // f16 and bf16 tensors too: stored two to a word and converted with integer operations in the shaders, so any
-  // Vulkan device computes them (Note [Halves as f32 inside a shader] in shaders/common.glsl); kernels other than
-  // the elementwise ones, fill and data movement raise Unsupported for them (halves_unsupported in
-  // vulkan_kernels.cpp).
+  // Vulkan device computes them (Note [Halves as f32 inside a shader] in shaders/common.glsl); the kernels that
+  // have f32 shaders only run them on widened copies (Note [Halves through the f32 kernels] in vulkan_kernels.cpp).
   set_dtypes(kAnyDType);
 }
 

@@ -63,30 +63,6 @@ void check_row_length(const KernelCall& call, int64_t len) {
 int32_t packed_code(DType dt) { return dt == DType::boolean || is_half(dt) ? int32_t(dt) : CF_F32; }
 uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
 
-// f16 and bf16 are computed by the elementwise kernel (every elementwise op and cast), fill (zeros, ones, full),
-// rand and randn, the data movement (reshape, permute, slice, expand, cat, index_select: their bits, packed two to a
-// word); dispatch's from_data and to move their bytes. Every other kernel raises Unsupported, naming
-// the op, the dtype and the backend, for a call with a half tensor, before it records anything.
-void halves_unsupported(const KernelCall& call) {
-  std::optional<DType> half;
-  if (is_half(call.out.dtype)) half = call.out.dtype;
-  for (int i = 0; i < call.op.num_tensor_params && !half; ++i) {
-    const int p = call.op.tensor_params[size_t(i)];
-    const Arg& a = call.args[p];
-    if (a.role == ParamRole::tensor_list) {
-      for (const Tensor& t : a.list)
-        if (is_half(t.dtype())) half = t.dtype();
-    } else if (a.tensor != nullptr && (a.role == ParamRole::tensor || a.present) && is_half(a.tensor->dtype())) {
-      half = a.tensor->dtype();
-    }
-  }
-  if (half)
-    throw Unsupported(std::string(call.op.name), BackendKind::vulkan,
-                      fmt::format("vulkan has no {} kernel for {} tensors (its f16 and bf16 kernels are the "
-                                  "elementwise ops, cast, zeros, ones, full, rand, randn and the data movement)",
-                                  call.op.name, dtype_name(*half)));
-}
-
 void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
          std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, Grid g) {
   Context& c = ctx(call);
@@ -232,6 +208,68 @@ void elementwise_kernel(const KernelCall& call) {
       groups(items, 256));
 }
 
+// Note [Halves through the f32 kernels]
+// The elementwise kernel, fill, rand and randn and the data movement compute f16 and bf16 in their shaders. The
+// reductions, softmax, matmul, conv2d, unfold and fold have f32 shaders only; a call of theirs with f16 or bf16
+// tensors runs the f32 shader on f32 copies: each half input is widened (cast, exact), the f32 kernel computes into
+// an f32 temporary, and that is narrowed to the output's dtype (cast: nearest even, overflow to infinity). It is
+// what the CPU backend does for these ops (it computes halves in f32 and rounds each result once), so each keeps
+// its f32 accumulation and one final rounding, which contract section 6 charges at the half dtype's eps; none of
+// them is declared to accumulate in the dtype. The temporaries are ordinary tensors of this device, released when
+// the call returns: their memory goes back to the pool once the batch that reads it has run
+// (Context::release_chunk). argmax of a half tensor widens its input only (its output is i32).
+Tensor temporary(const KernelCall& call, DType dt, const Shape& shape) {
+  auto* b = static_cast<VulkanBackend*>(call.out.owner);
+  return Tensor::adopt_new(b->allocate(call.out.device, dt, shape, call.op.name));
+}
+
+void cast_into(const Tensor& x, TensorImpl& out) {
+  static constexpr OpId kCast = op_id("cast");
+  ArgPack args;
+  args.push(Arg::of(x));
+  args.push(Arg::of(out.dtype));
+  elementwise_kernel(KernelCall{op_def(kCast), kCast, args, out});
+}
+
+Tensor widened(const KernelCall& call, const Tensor& x) {
+  Tensor w = temporary(call, DType::f32, x.shape());
+  cast_into(x, *w.impl());
+  return w;
+}
+
+template <KernelFn F32Kernel>
+void halves_via_f32(const KernelCall& call) {
+  const OpDef& op = call.op;
+  auto half_arg = [&](const Arg& a) {
+    if (a.role == ParamRole::tensor_list)
+      return std::any_of(a.list.begin(), a.list.end(), [](const Tensor& t) { return is_half(t.dtype()); });
+    return a.tensor != nullptr && (a.role == ParamRole::tensor || a.present) && is_half(a.tensor->dtype());
+  };
+  bool any = is_half(call.out.dtype);
+  for (int i = 0; i < op.num_tensor_params && !any; ++i) any = half_arg(call.args[op.tensor_params[size_t(i)]]);
+  if (!any) return F32Kernel(call);
+  if (call.out.numel == 0) return;
+  ArgPack args = call.args;
+  std::array<Tensor, kMaxParams> single;                // the widened copy of each half tensor argument
+  std::array<std::vector<Tensor>, kMaxParams> lists;    // a list with a half member, every member widened
+  for (int i = 0; i < op.num_tensor_params; ++i) {
+    const int p = op.tensor_params[size_t(i)];
+    Arg& a = args.args[size_t(p)];
+    if (!half_arg(a)) continue;
+    if (a.role == ParamRole::tensor_list) {
+      for (const Tensor& t : a.list) lists[size_t(p)].push_back(is_half(t.dtype()) ? widened(call, t) : t);
+      a.list = lists[size_t(p)];
+    } else {
+      single[size_t(p)] = widened(call, *a.tensor);
+      a.tensor = &single[size_t(p)];
+    }
+  }
+  if (!is_half(call.out.dtype)) return F32Kernel(KernelCall{op, call.id, args, call.out});
+  const Tensor out32 = temporary(call, DType::f32, call.out.shape);
+  F32Kernel(KernelCall{op, call.id, args, *out32.impl()});
+  cast_into(out32, call.out);
+}
+
 // ---- creation ------------------------------------------------------------------------------------------------------
 
 uint32_t to_i32_saturating(double v) {
@@ -268,17 +306,26 @@ void fill_kernel(const KernelCall& call) {
 }
 
 void arange_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const double start = call.args[0].f, step = call.args[2].f;
   Context& c = ctx(call);
-  if (c.has_f64) {
+  if (c.has_f64 && !is_half(out.dtype)) {
     struct {
       uint32_t n, pad;
       double start, step;
     } p{uint32_t(out.numel), 0, start, step};
     run(call, "arange_f64", {int32_t(out.dtype)}, {A(out)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+    return;
+  }
+  if (is_half(out.dtype)) {  // computed on the host in f64 and rounded once (the shaders write whole words)
+    std::vector<uint16_t> h(size_t(out.numel));
+    for (size_t i = 0; i < h.size(); ++i) {
+      volatile double prod = double(i) * step;
+      h[i] = uint16_t(half_bits_of(start + prod, out.dtype));
+    }
+    std::lock_guard l(c.mu);
+    c.write(*A(out), h.data(), out.nbytes);
     return;
   }
   // No shaderFloat64 on this device: the values are computed in f64 on the host, as the op table defines them.
@@ -314,7 +361,6 @@ void rand_kernel(const KernelCall& call) {
 
 
 void reduce_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
@@ -332,7 +378,6 @@ void reduce_kernel(const KernelCall& call) {
 }
 
 void softmax_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& x = *call.tensor(0).impl();
@@ -349,7 +394,6 @@ void softmax_kernel(const KernelCall& call) {
 // ---- matmul ----------------------------------------------------------------------------------------------------------
 
 void matmul_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& l = *call.tensor(0).impl();
@@ -505,7 +549,6 @@ void index_select_kernel(const KernelCall& call) {
 // ---- nn --------------------------------------------------------------------------------------------------------------
 
 void conv2d_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();
@@ -536,7 +579,6 @@ struct Im2colPush {
 };
 
 void unfold_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();
@@ -549,7 +591,6 @@ void unfold_kernel(const KernelCall& call) {
 }
 
 void fold_kernel(const KernelCall& call) {
-  halves_unsupported(call);
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
   const TensorImpl& in = *call.tensor(0).impl();
@@ -573,21 +614,21 @@ void register_kernels(VulkanBackend& b) {
   b.set_kernel("randn", rand_kernel);
   for (const OpDef& op : kOpTable)
     if (runs_elementwise(op.family)) b.set_kernel(op.name, elementwise_kernel);
-  b.set_kernel("sum", reduce_kernel);
-  b.set_kernel("mean", reduce_kernel);
-  b.set_kernel("max", reduce_kernel);
-  b.set_kernel("argmax", reduce_kernel);
-  b.set_kernel("matmul", matmul_kernel);
+  b.set_kernel("sum", halves_via_f32<reduce_kernel>);
+  b.set_kernel("mean", halves_via_f32<reduce_kernel>);
+  b.set_kernel("max", halves_via_f32<reduce_kernel>);
+  b.set_kernel("argmax", halves_via_f32<reduce_kernel>);
+  b.set_kernel("matmul", halves_via_f32<matmul_kernel>);
   b.set_kernel("reshape", reshape_kernel);
   b.set_kernel("permute", permute_kernel);
   b.set_kernel("slice", slice_kernel);
   b.set_kernel("expand", expand_kernel);
   b.set_kernel("cat", cat_kernel);
   b.set_kernel("index_select", index_select_kernel);
-  b.set_kernel("softmax", softmax_kernel);
-  b.set_kernel("conv2d", conv2d_kernel);
-  b.set_kernel("unfold", unfold_kernel);
-  b.set_kernel("fold", fold_kernel);
+  b.set_kernel("softmax", halves_via_f32<softmax_kernel>);
+  b.set_kernel("conv2d", halves_via_f32<conv2d_kernel>);
+  b.set_kernel("unfold", halves_via_f32<unfold_kernel>);
+  b.set_kernel("fold", halves_via_f32<fold_kernel>);
   // from_data and to are run by dispatch through write(), read() and copy().
 }
 
