@@ -166,6 +166,28 @@ struct vulkan_op_code_for {
 };
 static_assert(every_op_passes<vulkan_op_code_for, has_code_if_elementwise>());
 
+// Note [One module per elementwise op]
+// lavapipe compiles a pipeline from the whole SPIR-V module, before the specialization constants let it drop what
+// the op does not use. With every elementwise op in one module, each of its pipelines (one per op and dtypes) took
+// ~32 ms to create, against 1-5 ms for the other shaders, and a 10 s campaign on cpu:0, cpu:1 and vulkan:0 spent
+// 3.5 s creating 111 of them; lavapipe's pipeline cache keeps nothing across processes, so every worker and test
+// process paid it again. So elementwise.comp is compiled once per op code (CF_OP, kernels/vulkan/CMakeLists.txt,
+// which reads the codes from shaders/op_codes.h), and glslc's optimiser leaves each module only its op's code;
+// the dtypes stay specialization constants. A code without a module is a BackendFailure naming the module.
+std::string_view elementwise_module(int code, bool f64) {
+  constexpr int kCodeLimit = 64;
+  static_assert(CF_WHERE < kCodeLimit, "elementwise op codes must stay below kCodeLimit");
+  static const std::array<std::string, 2 * kCodeLimit> names = [] {
+    std::array<std::string, 2 * kCodeLimit> n;
+    for (int c = 0; c < kCodeLimit; ++c) {
+      n[size_t(c)] = fmt::format("elementwise_{}", c);
+      n[size_t(kCodeLimit + c)] = fmt::format("elementwise_{}_f64", c);
+    }
+    return n;
+  }();
+  return names[size_t(code + (f64 ? kCodeLimit : 0))];
+}
+
 void elementwise_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
@@ -203,7 +225,7 @@ void elementwise_kernel(const KernelCall& call) {
   const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
                          : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
                                                       : uint64_t(out.numel);
-  run(call, f64 ? "elementwise_f64" : "elementwise", {code, int32_t(dt_in), int32_t(out.dtype)},
+  run(call, elementwise_module(code, f64), {code, int32_t(dt_in), int32_t(out.dtype)},
       {A(out), A(*ins[0]), ins[1] ? A(*ins[1]) : nullptr, ins[2] ? A(*ins[2]) : nullptr}, &p, sizeof p,
       groups(items, 256));
 }

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
-// Every elementwise op: unary, binary with numpy broadcasting, compare, logic, where and cast. The op and the dtypes
-// are specialization constants, so each pipeline is one straight-line kernel. Inputs are addressed through
+// Every elementwise op: unary, binary with numpy broadcasting, compare, logic, where and cast. Each op is a module of
+// its own (CF_OP, set by kernels/vulkan/CMakeLists.txt; Note [One module per elementwise op] in vulkan_kernels.cpp)
+// and the dtypes are specialization constants, so each pipeline is one straight-line kernel. Inputs are addressed through
 // per-input strides over the (coalesced) output shape; a broadcast dim has stride 0. A bool output packs four
 // elements per 32-bit word, so one invocation writes one whole word and no two invocations share a word.
 #include "common.glsl"
 #include "math.glsl"
 
 layout(local_size_x = 256) in;
-layout(constant_id = 0) const int OP = CF_ADD;
+#ifndef CF_OP
+#error "elementwise.comp is compiled once per op, with CF_OP set to its code (kernels/vulkan/CMakeLists.txt)"
+#endif
+const int OP = CF_OP;
 layout(constant_id = 1) const int DT_IN = CF_F32;   // dtype of the value inputs (where: of a and b)
 layout(constant_id = 2) const int DT_OUT = CF_F32;
 // f16 and bf16 values are handled as the f32 of the same value (Note [Halves as f32 inside a shader]).

@@ -7,7 +7,7 @@ const int CF_BOOL = 2;
 const int CF_F16 = 3;
 const int CF_BF16 = 4;
 
-// elementwise.comp (specialization constant 0)
+// elementwise.comp (CF_OP: each code is a module of its own, elementwise_<code>; kernels/vulkan/CMakeLists.txt)
 const int CF_NEG = 1;
 const int CF_ABS = 2;
 const int CF_EXP = 3;
