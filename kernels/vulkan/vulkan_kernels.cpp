@@ -415,6 +415,19 @@ void softmax_kernel(const KernelCall& call) {
 
 // ---- matmul ----------------------------------------------------------------------------------------------------------
 
+// Note [Small matmuls without tiles]
+// matmul.comp computes a 64x64 tile per workgroup of 256 invocations, staging K-slices in shared memory between
+// barriers: right for large products, but a campaign's matmuls are a few rows by a few columns, and lavapipe ran
+// the whole tile for them (a 32x32 product took ~650 us of its time; one JIT-compiled function, matmul's, was half
+// of a cpu+vulkan campaign's samples). A product of at most 4096 outputs (one tile's worth) goes to
+// matmul_small.comp instead: one invocation per output, summing its K products in order, as each tile does (the
+// same f32 accumulation, so the same bound), no shared memory and no barrier; a long K in passes of 4096 products,
+// each continuing from the partial sum the one before stored, so no loop nears llvmpipe's limit (Note [A driver's
+// loop limit]). On lavapipe a 32x32x32 product went from 333-706 us to 118 us (bench_kernels, synchronised); a
+// 128x128x128 one was faster tiled (4.1 ms against 5.6), hence the limit on outputs.
+constexpr uint64_t kSmallMatmulOutputs = 4096;
+constexpr int64_t kSmallMatmulTermsPerPass = 4096;
+
 void matmul_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.numel == 0) return;
@@ -440,6 +453,18 @@ void matmul_kernel(const KernelCall& call) {
     p.bshape[d] = st.shape[size_t(d)];
     p.sa[d] = st.stride[0][size_t(d)];
     p.sb[d] = st.stride[1][size_t(d)];
+  }
+  const uint64_t outputs = uint64_t(p.batch) * uint64_t(m) * uint64_t(n);
+  if (outputs <= kSmallMatmulOutputs) {
+    int64_t k0 = 0;
+    do {  // passes over K; the tile offsets carry [k0, k1) (matmul_small.comp)
+      const int64_t k1 = std::min<int64_t>(k, k0 + kSmallMatmulTermsPerPass);
+      p.base_x = uint32_t(k0);
+      p.base_y = uint32_t(k1);
+      run(call, "matmul_small", {}, {A(out), A(l), A(r)}, &p, sizeof p, groups(outputs, 64));
+      k0 = k1;
+    } while (k0 < k);
+    return;
   }
   // One workgroup per 64x64 tile per batch entry; grids beyond 65535 in any dimension are split into dispatches.
   const int64_t tn = (n + 63) / 64, tm = (m + 63) / 64, nb = int64_t(p.batch);
