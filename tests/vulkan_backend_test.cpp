@@ -489,6 +489,12 @@ TEST(VulkanAccuracy, ReductionsAndMatmulAtSize) {
   Tensor bb = from_data(std::span<const float>(v.data() + 100, 4 * 7 * 2), {4, 7, 2}, d);
   ArgPack bargs(Arg::of(ba), Arg::of(bb));
   expect_within_reference(ids::matmul_id, bargs, call(ids::matmul_id, bargs));
+  // Few outputs and a long K: matmul_small.comp in three passes of at most 4096 products (Note [Small matmuls
+  // without tiles]), each continuing from the partial sums the one before stored.
+  Tensor sa = from_data(std::span<const float>(v.data(), 3 * 9000), {3, 9000}, d);
+  Tensor sb = from_data(std::span<const float>(v.data() + 30000, 9000 * 2), {9000, 2}, d);
+  ArgPack sargs(Arg::of(sa), Arg::of(sb));
+  expect_within_reference(ids::matmul_id, sargs, call(ids::matmul_id, sargs));
 }
 
 // Must stay last in this file: with CROSSFIRE_VULKAN_VALIDATION=1 everything above ran under the validation layer.
