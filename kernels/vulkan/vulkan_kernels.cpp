@@ -62,6 +62,12 @@ void check_row_length(const KernelCall& call, int64_t len) {
 // pipeline; bool, f16 and bf16 are packed (shaders/packed_main.glsl).
 int32_t packed_code(DType dt) { return dt == DType::boolean || is_half(dt) ? int32_t(dt) : CF_F32; }
 uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
+// Invocations for a kernel that writes `out` one whole word per invocation (a bool word holds four elements, an f16
+// or bf16 word two), so that no two invocations share a word.
+uint64_t words_of(const TensorImpl& out) {
+  const uint64_t k = elements_per_word(out.dtype);
+  return (uint64_t(out.numel) + k - 1) / k;
+}
 
 void run(const KernelCall& call, std::string_view module, std::initializer_list<int32_t> spec,
          std::initializer_list<Allocation*> bufs, const void* push, size_t push_size, Grid g) {
@@ -221,10 +227,7 @@ void elementwise_kernel(const KernelCall& call) {
   p.a = call.float_attr_f32(0);
   p.b = call.float_attr_f32(1);
   const bool f64 = code == CF_POW && ctx(call).has_f64;
-  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
-                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
-                                                      : uint64_t(out.numel);
+  const uint64_t items = words_of(out);
   run(call, elementwise_module(code, f64), {code, int32_t(dt_in), int32_t(out.dtype)},
       {A(out), A(*ins[0]), ins[1] ? A(*ins[1]) : nullptr, ins[2] ? A(*ins[2]) : nullptr}, &p, sizeof p,
       groups(items, 256));
@@ -340,30 +343,25 @@ void arange_kernel(const KernelCall& call) {
     run(call, "arange_f64", {int32_t(out.dtype)}, {A(out)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
     return;
   }
-  if (is_half(out.dtype)) {  // computed on the host in f64 and rounded once (the shaders write whole words)
-    std::vector<uint16_t> h(size_t(out.numel));
-    for (size_t i = 0; i < h.size(); ++i) {
-      volatile double prod = double(i) * step;
-      h[i] = uint16_t(half_bits_of(start + prod, out.dtype));
-    }
-    std::lock_guard l(c.mu);
-    c.write(*A(out), h.data(), out.nbytes);
-    return;
-  }
-  // No shaderFloat64 on this device: the values are computed in f64 on the host, as the op table defines them.
-  std::vector<uint32_t> v(size_t(out.numel));
-  for (size_t i = 0; i < v.size(); ++i) {
+  // No shaderFloat64 on this device, or a half dtype (the shader writes whole words): the values are computed in
+  // f64 on the host, as the op table defines them, and rounded once to the dtype.
+  std::vector<uint8_t> bytes(out.nbytes);
+  for (size_t i = 0; i < size_t(out.numel); ++i) {
     volatile double prod = double(i) * step;  // two roundings, as in the shader (no contraction into an fma)
-    double x = start + prod;
-    if (out.dtype == DType::f32) {
-      float f = float(x);
-      std::memcpy(&v[i], &f, 4);
+    const double x = start + prod;
+    if (is_half(out.dtype)) {
+      const uint16_t h = uint16_t(half_bits_of(x, out.dtype));
+      std::memcpy(&bytes[2 * i], &h, 2);
+    } else if (out.dtype == DType::f32) {
+      const float f = float(x);
+      std::memcpy(&bytes[4 * i], &f, 4);
     } else {
-      v[i] = to_i32_saturating(std::trunc(x));
+      const uint32_t v = to_i32_saturating(std::trunc(x));
+      std::memcpy(&bytes[4 * i], &v, 4);
     }
   }
   std::lock_guard l(c.mu);
-  c.write(*A(out), v.data(), out.nbytes);
+  c.write(*A(out), bytes.data(), out.nbytes);
 }
 
 void rand_kernel(const KernelCall& call) {
@@ -496,10 +494,7 @@ void gather(const KernelCall& call, const TensorImpl& x, int64_t base, const std
     p.shape[d] = st.shape[size_t(d)];
     p.stride[d] = st.stride[0][size_t(d)];
   }
-  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
-                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
-                                                      : uint64_t(out.numel);
+  const uint64_t items = words_of(out);
   run(call, "gather", {packed_code(out.dtype)}, {A(out), A(x)}, &p, sizeof p,
       groups(items, 256));
 }
@@ -585,10 +580,7 @@ void index_select_kernel(const KernelCall& call) {
   struct {
     uint32_t n, inner, j, d;
   } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.len)};
-  // A bool output packs four elements per word, f16 and bf16 two: one invocation writes one whole word.
-  const uint64_t items = out.dtype == DType::boolean ? (uint64_t(out.numel) + 3) / 4
-                         : is_half(out.dtype)         ? (uint64_t(out.numel) + 1) / 2
-                                                      : uint64_t(out.numel);
+  const uint64_t items = words_of(out);
   run(call, "index_select", {packed_code(out.dtype)}, {A(out), A(x), A(index)}, &p, sizeof p,
       groups(items, 256));
 }
