@@ -330,5 +330,39 @@ TEST_F(Validation, ValidateRaisesWhatCallWouldWithoutRunningAnything) {
   EXPECT_EQ(before, snapshot_world());
 }
 
+// Inside dispatch a result travels as a raw pointer that owns one reference (Note [A call's result in a register]):
+// every way in must hand it to exactly one handle. Each result below is made and dropped, so the backend's
+// allocations and releases must move together, and the inputs' counts must be where they started.
+TEST_F(Validation, EveryWayInReleasesItsResultExactlyOnce) {
+  Tensor a = f32({3}, d0), b = f32({3}, d0);
+  Tensor leaf = f32({3}, d0);
+  leaf.set_requires_grad(true);
+  const auto count = [](const Tensor& t) { return t.impl()->refcount.load(); };
+  const uint32_t a_count = count(a), leaf_count = count(leaf);
+  const BackendCounters& c = backend_for(d0).counters();
+  const uint64_t allocations = c.allocations.load(), releases = c.releases.load();
+  const ArgPack pack(Arg::of(a), Arg::of(b));
+  {
+    Tensor typed = add(a, b);                                // the typed API: the table, no range check
+    Tensor generic = call(ids::add_id, pack);                // call(): the checked way in
+    Tensor slow = detail::call_generic(ids::add_id, pack);   // the generic path alone
+    Tensor tracked = add(leaf, b);                           // a recorded node keeps its inputs, not its output
+    Tensor broadcast = add(a, f32({1}, d0));                 // the fast path's rule case
+    EXPECT_EQ(count(typed), 1u);
+    EXPECT_EQ(count(generic), 1u);
+    EXPECT_EQ(count(slow), 1u);
+    EXPECT_EQ(count(broadcast), 1u);
+    EXPECT_THROW(add(a, f32({2}, d0)), ShapeError);          // fails after its input was made
+    Tensor moved = std::move(typed);
+    EXPECT_FALSE(typed.defined());  // NOLINT(bugprone-use-after-move): the handle moved from is empty
+    EXPECT_EQ(count(moved), 1u);
+  }
+  EXPECT_EQ(count(a), a_count);
+  EXPECT_EQ(count(leaf), leaf_count);
+  EXPECT_EQ(c.allocations.load() - allocations, c.releases.load() - releases)
+      << "a result was leaked or released twice";
+  EXPECT_EQ(c.allocations.load() - allocations, 7u) << "5 results and the 2 inputs made in the scope";
+}
+
 }  // namespace
 }  // namespace crossfire

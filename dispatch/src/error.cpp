@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace crossfire {
@@ -48,13 +49,14 @@ std::string device_mismatch_message(const std::string& op, Device target, const 
   auto what = [](const DeviceOffender& o) { return o.wrong_backend ? "wrong backend" : "wrong device index"; };
   if (offenders.size() == 1) {
     const DeviceOffender& o = offenders[0];
-    return fmt::format("{}: input tensor `{}` is on the {}: expected {} (from `{}`), got {}", op, o.param,
-                       o.wrong_backend ? "wrong backend" : "wrong device", target.str(), from, o.device.str());
+    // The common case, raised on a hot error path: a compiled format string, into a buffer on the stack.
+    fmt::memory_buffer m;
+    fmt::format_to(fmt::appender(m), FMT_COMPILE("{}: input tensor `{}` is on the {}: expected {} (from `{}`), got {}"),
+                   op, o.param, o.wrong_backend ? "wrong backend" : "wrong device", target.str(), from, o.device.str());
+    return fmt::to_string(m);
   }
-  bool any_backend = false;
-  for (const auto& o : offenders) any_backend |= o.wrong_backend;
-  std::string m = fmt::format("{}: {} input tensors are on the wrong {} (expected {}, from `{}`):", op,
-                              offenders.size(), any_backend ? "device" : "device", target.str(), from);
+  std::string m = fmt::format("{}: {} input tensors are on the wrong device (expected {}, from `{}`):", op,
+                              offenders.size(), target.str(), from);
   for (const auto& o : offenders) m += fmt::format("\n  `{}` is on {} ({})", o.param, o.device.str(), what(o));
   return m;
 }

@@ -2,6 +2,8 @@
 // The dispatch entry point: every op call, typed (ops.hpp) or generic (the harness), goes through call().
 #pragma once
 
+#include <array>
+
 #include "crossfire/args.hpp"
 #include "crossfire/backend.hpp"
 #include "crossfire/op_table.hpp"
@@ -25,6 +27,14 @@ OutputSpec validate(OpId id, const ArgPack& args);
 OutputSpec output_spec(const CallView& call);
 
 namespace detail {
+// Every op's entry in dispatch, indexed by OpId: the result comes back as a raw pointer that owns one reference
+// (Note [A call's result in a register] in dispatch.cpp). call() is the checked way in.
+using CallFn = TensorImpl* (*)(const ArgPack&);
+extern const std::array<CallFn, size_t(kNumOps)> kCallTable;
+// call() for an id that is in the table by construction (the typed API's ids::*): no range check, and no frame
+// between the caller and dispatch.
+inline Tensor call_in_table(OpId id, const ArgPack& args) { return Tensor::adopt(kCallTable[id](args)); }
+
 // Dispatch's generic path alone, which call() and validate() hand every call they do not take themselves (Note
 // [Specialised fast path] in dispatch.cpp). For the test that checks the two paths agree; use call() and
 // validate(). `id` must be an op of the table.

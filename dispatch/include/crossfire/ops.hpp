@@ -35,19 +35,19 @@ CROSSFIRE_OP(to);
 
 // ---- creation ----
 inline Tensor zeros(IntList shape, DType dt, Device d) {
-  return call(ids::zeros_id, ArgPack().of(shape).of(dt).of(d));
+  return detail::call_in_table(ids::zeros_id, ArgPack().of(shape).of(dt).of(d));
 }
 inline Tensor ones(IntList shape, DType dt, Device d) {
-  return call(ids::ones_id, ArgPack().of(shape).of(dt).of(d));
+  return detail::call_in_table(ids::ones_id, ArgPack().of(shape).of(dt).of(d));
 }
 inline Tensor full(IntList shape, double value, DType dt, Device d) {
-  return call(ids::full_id, ArgPack().of(shape).scalar(value).of(dt).of(d));
+  return detail::call_in_table(ids::full_id, ArgPack().of(shape).scalar(value).of(dt).of(d));
 }
 inline Tensor arange(double start, double stop, double step, DType dt, Device d) {
-  return call(ids::arange_id, ArgPack().scalar(start).scalar(stop).scalar(step).of(dt).of(d));
+  return detail::call_in_table(ids::arange_id, ArgPack().scalar(start).scalar(stop).scalar(step).of(dt).of(d));
 }
 inline Tensor from_bytes(std::span<const uint8_t> data, IntList shape, DType dt, Device d) {
-  return call(ids::from_data_id, ArgPack().of(data).of(shape).of(dt).of(d));
+  return detail::call_in_table(ids::from_data_id, ArgPack().of(data).of(shape).of(dt).of(d));
 }
 inline Tensor from_data(std::span<const float> v, IntList shape, Device d) {
   return from_bytes({reinterpret_cast<const uint8_t*>(v.data()), v.size_bytes()}, shape, DType::f32, d);
@@ -62,27 +62,27 @@ inline Tensor from_data(std::initializer_list<float> v, std::initializer_list<in
   return from_data(std::span<const float>(v.begin(), v.size()), IntList(shape), d);
 }
 inline Tensor rand(IntList shape, int64_t seed, Device d, DType dt = DType::f32) {
-  return call(ids::rand_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
+  return detail::call_in_table(ids::rand_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
 }
 inline Tensor randn(IntList shape, int64_t seed, Device d, DType dt = DType::f32) {
-  return call(ids::randn_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
+  return detail::call_in_table(ids::randn_id, ArgPack().of(shape).integer(seed).of(dt).of(d));
 }
 inline Tensor scalar(double v, Device d, DType dt = DType::f32) { return full({}, v, dt, d); }
 
 // ---- unary ----
 #define CROSSFIRE_UNARY(name) \
-  inline Tensor name(const Tensor& x) { return call(ids::name##_id, ArgPack().of(x)); }
+  inline Tensor name(const Tensor& x) { return detail::call_in_table(ids::name##_id, ArgPack().of(x)); }
 CROSSFIRE_UNARY(neg) CROSSFIRE_UNARY(abs) CROSSFIRE_UNARY(exp) CROSSFIRE_UNARY(log) CROSSFIRE_UNARY(sqrt)
 CROSSFIRE_UNARY(tanh) CROSSFIRE_UNARY(sigmoid) CROSSFIRE_UNARY(relu) CROSSFIRE_UNARY(logical_not)
 #undef CROSSFIRE_UNARY
 inline Tensor clamp(const Tensor& x, double min, double max) {
-  return call(ids::clamp_id, ArgPack().of(x).scalar(min).scalar(max));
+  return detail::call_in_table(ids::clamp_id, ArgPack().of(x).scalar(min).scalar(max));
 }
 
 // ---- binary / compare / logic ----
-#define CROSSFIRE_BINARY(name)                                                    \
-  inline Tensor name(const Tensor& lhs, const Tensor& rhs) {                      \
-    return call(ids::name##_id, ArgPack().of(lhs).of(rhs));                       \
+#define CROSSFIRE_BINARY(name)                                               \
+  inline Tensor name(const Tensor& lhs, const Tensor& rhs) {                 \
+    return detail::call_in_table(ids::name##_id, ArgPack().of(lhs).of(rhs)); \
   }
 CROSSFIRE_BINARY(add) CROSSFIRE_BINARY(sub) CROSSFIRE_BINARY(mul) CROSSFIRE_BINARY(div) CROSSFIRE_BINARY(pow)
 CROSSFIRE_BINARY(maximum) CROSSFIRE_BINARY(minimum)
@@ -92,54 +92,54 @@ CROSSFIRE_BINARY(matmul)
 #undef CROSSFIRE_BINARY
 
 inline Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return call(ids::where_id, ArgPack().of(cond).of(a).of(b));
+  return detail::call_in_table(ids::where_id, ArgPack().of(cond).of(a).of(b));
 }
-inline Tensor cast(const Tensor& x, DType dt) { return call(ids::cast_id, ArgPack().of(x).of(dt)); }
+inline Tensor cast(const Tensor& x, DType dt) { return detail::call_in_table(ids::cast_id, ArgPack().of(x).of(dt)); }
 
 // ---- reductions: axis absent (std::nullopt) means all elements ----
-#define CROSSFIRE_REDUCE(name)                                                                          \
+#define CROSSFIRE_REDUCE(name)                                                                            \
   inline Tensor name(const Tensor& x, std::optional<int64_t> axis = std::nullopt, bool keepdim = false) { \
-    return call(ids::name##_id,                                                                         \
-                ArgPack().of(x).optional_integer(axis.has_value(), axis.value_or(0)).flag(keepdim));    \
+    return detail::call_in_table(ids::name##_id,                                                          \
+                ArgPack().of(x).optional_integer(axis.has_value(), axis.value_or(0)).flag(keepdim));      \
   }
 CROSSFIRE_REDUCE(sum) CROSSFIRE_REDUCE(mean) CROSSFIRE_REDUCE(max) CROSSFIRE_REDUCE(argmax)
 #undef CROSSFIRE_REDUCE
 
 // ---- layout ----
 inline Tensor reshape(const Tensor& x, IntList shape) {
-  return call(ids::reshape_id, ArgPack().of(x).of(shape));
+  return detail::call_in_table(ids::reshape_id, ArgPack().of(x).of(shape));
 }
 inline Tensor permute(const Tensor& x, IntList dims) {
-  return call(ids::permute_id, ArgPack().of(x).of(dims));
+  return detail::call_in_table(ids::permute_id, ArgPack().of(x).of(dims));
 }
 inline Tensor slice(const Tensor& x, IntList starts, IntList stops, IntList steps) {
-  return call(ids::slice_id, ArgPack().of(x).of(starts).of(stops).of(steps));
+  return detail::call_in_table(ids::slice_id, ArgPack().of(x).of(starts).of(stops).of(steps));
 }
 inline Tensor expand(const Tensor& x, IntList shape) {
-  return call(ids::expand_id, ArgPack().of(x).of(shape));
+  return detail::call_in_table(ids::expand_id, ArgPack().of(x).of(shape));
 }
 inline Tensor cat(std::span<const Tensor> tensors, int64_t axis) {
-  return call(ids::cat_id, ArgPack().of(tensors).integer(axis));
+  return detail::call_in_table(ids::cat_id, ArgPack().of(tensors).integer(axis));
 }
 inline Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
-  return call(ids::index_select_id, ArgPack().of(x).integer(axis).of(index));
+  return detail::call_in_table(ids::index_select_id, ArgPack().of(x).integer(axis).of(index));
 }
 
 // ---- nn ----
 inline Tensor softmax(const Tensor& x, int64_t axis) {
-  return call(ids::softmax_id, ArgPack().of(x).integer(axis));
+  return detail::call_in_table(ids::softmax_id, ArgPack().of(x).integer(axis));
 }
 inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor* bias, IntList stride, IntList padding) {
-  return call(ids::conv2d_id, ArgPack().of(input).of(weight).optional(bias).of(stride).of(padding));
+  return detail::call_in_table(ids::conv2d_id, ArgPack().of(input).of(weight).optional(bias).of(stride).of(padding));
 }
 inline Tensor unfold(const Tensor& input, IntList kernel, IntList stride, IntList padding) {
-  return call(ids::unfold_id, ArgPack().of(input).of(kernel).of(stride).of(padding));
+  return detail::call_in_table(ids::unfold_id, ArgPack().of(input).of(kernel).of(stride).of(padding));
 }
 inline Tensor fold(const Tensor& input, IntList output_size, IntList kernel, IntList stride, IntList padding) {
-  return call(ids::fold_id, ArgPack().of(input).of(output_size).of(kernel).of(stride).of(padding));
+  return detail::call_in_table(ids::fold_id, ArgPack().of(input).of(output_size).of(kernel).of(stride).of(padding));
 }
 
 // ---- transfer ----
-inline Tensor to(const Tensor& x, Device d) { return call(ids::to_id, ArgPack().of(x).of(d)); }
+inline Tensor to(const Tensor& x, Device d) { return detail::call_in_table(ids::to_id, ArgPack().of(x).of(d)); }
 
 }  // namespace crossfire

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "crossfire/device.hpp"
@@ -77,6 +78,14 @@ class Tensor {
     t.impl_ = fresh;
     return t;
   }
+  // take() and adopt() move one reference between a handle and a raw pointer without touching the count: dispatch
+  // returns results as raw pointers inside itself (Note [A call's result in a register] in dispatch.cpp).
+  static Tensor adopt(TensorImpl* owned) {
+    Tensor t;
+    t.impl_ = owned;
+    return t;
+  }
+  TensorImpl* take() && { return std::exchange(impl_, nullptr); }
   Tensor(const Tensor& o) : impl_(o.impl_) { retain(); }
   Tensor(Tensor&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
   Tensor& operator=(const Tensor& o) {
