@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -81,6 +82,8 @@ struct RefResult {
   std::vector<double> magnitude;
   std::vector<int64_t> terms;
 };
+// Vectors of these grow by moving their elements, never by copying their data (Shape's copy is noexcept).
+static_assert(std::is_nothrow_move_constructible_v<RefTensor> && std::is_nothrow_move_constructible_v<RefResult>);
 
 // Evaluates one op. Shapes are worked out here, independently of the op table's output rules. A call the
 // evaluator cannot evaluate (a wrong kind of argument, a dtype the op does not accept, an invalid shape or

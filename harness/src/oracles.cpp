@@ -703,14 +703,8 @@ class Checker {
         }
         ArgPack pack = build(n, s2, l2, ints, int_param, int_override, d);
         if (drop_last) pack.count--;
-        std::optional<ObservedError> obs;
         WorldCounters before = world_counters();
-        try {
-          InFlight in_flight(n.op, pack);
-          Tensor t = call(n.op, pack);
-        } catch (const std::exception& e) {
-          obs = observe(e);
-        }
+        std::optional<ObservedError> obs = call_observing(n.op, pack);
         WorldCounters after = world_counters();
         if (obs && obs->kind == ErrorKind::unsupported && want != ErrorKind::unsupported) {
           // Unsupported comes after validation: the invalid call got past it.
@@ -740,6 +734,19 @@ class Checker {
   }
 
   static constexpr int kBadInputKinds = 7;
+
+  // The call, and the error it raised. A function of its own so that the frame that catches is small: on every
+  // raise the C++ runtime reads the catching frame's table of call sites entry by entry, and bad_input's is long
+  // (Note [Nothing alive at a throw] in dispatch.cpp).
+  [[gnu::noinline]] static std::optional<ObservedError> call_observing(OpId op, const ArgPack& pack) {
+    try {
+      InFlight in_flight(op, pack);
+      Tensor t = call(op, pack);
+    } catch (const std::exception& e) {
+      return observe(e);
+    }
+    return std::nullopt;
+  }
 
   // The call's first present tensor argument (the planted fault misblame_dtype names it).
   static std::string first_tensor_label(const OpDef& op, const std::vector<Tensor>& s,

@@ -2,6 +2,9 @@
 // The program text format: printer and parser (docs/program-format.md).
 #include "crossfire/harness/program.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -38,54 +41,78 @@ int Program::num_nodes() const {
   return n;
 }
 
+namespace {
+// Appends format_float(v) to `out`: the printer writes every value of every input this way, without a string each.
+// The printer writes into one buffer (fmt::memory_buffer: bulk appends, no string per token).
+using Out = fmt::memory_buffer;
+void put(Out& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+
+// Appends format_float(v): the printer writes every value of every input this way, without a string each.
+void append_float(Out& out, double v) {
+  if (std::isnan(v)) {
+    put(out, std::signbit(v) ? "-nan" : "nan");
+  } else if (std::isinf(v)) {
+    put(out, v < 0 ? "-inf" : "inf");
+  } else {
+    // printf's %a, written by std::to_chars (a twentieth of snprintf's cost): the same digits, after a "0x" that
+    // to_chars leaves out (FormatFloat.IsPrintfsHexFloat holds the two to each other).
+    char buf[64];
+    char* p = buf;
+    if (std::signbit(v)) *p++ = '-';
+    *p++ = '0';
+    *p++ = 'x';
+    const std::to_chars_result r = std::to_chars(p, buf + sizeof buf, std::fabs(v), std::chars_format::hex);
+    put(out, {buf, size_t(r.ptr - buf)});
+  }
+}
+}  // namespace
+
 std::string format_float(double v) {
-  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", v);
-  return buf;
+  Out out;
+  append_float(out, v);
+  return fmt::to_string(out);
 }
 
 // ---- printing --------------------------------------------------------------------------------------------------
 
 namespace {
 
-void print_ref(std::string& out, const ValueRef& r) {
-  out += fmt::format("%{}", r.id);
-  if (r.on) out += "@" + r.on->str();
+void print_ref(Out& out, const ValueRef& r) {
+  fmt::format_to(fmt::appender(out), "%{}", r.id);
+  if (r.on) fmt::format_to(fmt::appender(out), "@{}", r.on->str());
 }
 
-void print_arg(std::string& out, const NodeArg& a) {
+void print_arg(Out& out, const NodeArg& a) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, ValueRef>) {
           print_ref(out, v);
         } else if constexpr (std::is_same_v<T, AbsentArg>) {
-          out += "none";
+          put(out, "none");
         } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
-          out += "[";
+          put(out, "[");
           for (size_t i = 0; i < v.size(); ++i) {
-            if (i) out += ", ";
+            if (i) put(out, ", ");
             print_ref(out, v[i]);
           }
-          out += "]";
+          put(out, "]");
         } else if constexpr (std::is_same_v<T, int64_t>) {
-          out += std::to_string(v);
+          fmt::format_to(fmt::appender(out), "{}", v);
         } else if constexpr (std::is_same_v<T, double>) {
-          out += format_float(v);
+          append_float(out, v);
         } else if constexpr (std::is_same_v<T, bool>) {
-          out += v ? "true" : "false";
+          put(out, v ? "true" : "false");
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          out += fmt::format("[{}]", fmt::join(v, ", "));
+          fmt::format_to(fmt::appender(out), "[{}]", fmt::join(v, ", "));
         } else if constexpr (std::is_same_v<T, DType>) {
-          out += dtype_name(v);
+          put(out, dtype_name(v));
         } else if constexpr (std::is_same_v<T, Device>) {
-          out += v.str();
+          put(out, v.str());
         } else if constexpr (std::is_same_v<T, ByteData>) {
-          out += "x\"";
-          for (uint8_t b : v.bytes) out += fmt::format("{:02x}", b);
-          out += "\"";
+          put(out, "x\"");
+          for (uint8_t b : v.bytes) fmt::format_to(fmt::appender(out), "{:02x}", b);
+          put(out, "\"");
         }
       },
       a);
@@ -94,32 +121,36 @@ void print_arg(std::string& out, const NodeArg& a) {
 }  // namespace
 
 std::string print_program(const Program& p) {
-  std::string out = fmt::format("crossfire-program {}\n", Program::kFormatVersion);
+  Out out;
+  fmt::format_to(fmt::appender(out), "crossfire-program {}\n", Program::kFormatVersion);
   for (size_t i = 0; i < p.values.size(); ++i) {
     const Value& v = p.values[i];
     if (v.is_input()) {
       const InputDef& in = v.input();
-      out += fmt::format("input %{} {} [{}] {}{} =", i, dtype_name(in.dtype), fmt::join(in.shape.dims(), ", "),
-                         in.device.str(), in.tracked ? " tracked" : "");
+      fmt::format_to(fmt::appender(out), "input %{} {} [{}] {}{} =", i, dtype_name(in.dtype),
+                     fmt::join(in.shape.dims(), ", "), in.device.str(), in.tracked ? " tracked" : "");
       if (is_float(in.dtype)) {  // f16/bf16 values are f32 values (Note [Half precision] in device.hpp)
-        for (uint32_t b : in.f32_bits) out += " " + format_float(bits_to_f32(b));
+        for (uint32_t b : in.f32_bits) {
+          out.push_back(' ');
+          append_float(out, bits_to_f32(b));
+        }
       } else {
-        for (int32_t x : in.ints) out += " " + std::to_string(x);
+        for (int32_t x : in.ints) fmt::format_to(fmt::appender(out), " {}", x);
       }
-      out += "\n";
+      put(out, "\n");
     } else {
       const NodeDef& n = v.node();
       const OpDef& op = op_def(n.op);
-      out += fmt::format("node %{} {}", i, op.name);
+      fmt::format_to(fmt::appender(out), "node %{} {}", i, op.name);
       for (int k = 0; k < op.num_params && size_t(k) < n.args.size(); ++k) {
-        out += fmt::format(" {}=", op.params[size_t(k)].name);
+        fmt::format_to(fmt::appender(out), " {}=", op.params[size_t(k)].name);
         print_arg(out, n.args[size_t(k)]);
       }
-      out += "\n";
+      put(out, "\n");
     }
   }
-  if (p.backward_of) out += fmt::format("backward %{}\n", *p.backward_of);
-  return out;
+  if (p.backward_of) fmt::format_to(fmt::appender(out), "backward %{}\n", *p.backward_of);
+  return fmt::to_string(out);
 }
 
 // ---- parsing ---------------------------------------------------------------------------------------------------
@@ -135,6 +166,9 @@ class Parser {
       fail_at(0, 0, fmt::format("program is {} bytes; the limit is {} bytes (ProgramLimits::kMaxBytes)",
                                 text_.size(), ProgramLimits::kMaxBytes));
     Program p;
+    // One value per line at most, and never more than the limit allows: the vector does not regrow as lines come.
+    p.values.reserve(std::min<size_t>(size_t(std::count(text_.begin(), text_.end(), '\n')) + 1,
+                                      size_t(ProgramLimits::kMaxValues)));
     bool header = false;
     while (next_line()) {
       skip_spaces();
@@ -151,7 +185,7 @@ class Parser {
         continue;
       }
       size_t c = col_;
-      std::string w = word();
+      std::string_view w = word();
       if (w == "input" || w == "node") {
         if (p.values.size() >= size_t(ProgramLimits::kMaxValues))
           fail_at(line_, int(c) + 1, fmt::format("program has more than {} values; the limit is {} (ProgramLimits::kMaxValues)",
@@ -206,12 +240,13 @@ class Parser {
   static bool word_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   }
-  std::string word() {
+  // A view into the text, which outlives the parser: no copy per token.
+  std::string_view word() {
     skip_spaces();
     size_t s = col_;
     while (!at_end_of_line() && word_char(peek())) ++col_;
     if (s == col_) fail(at_end_of_line() ? "unexpected end of line" : fmt::format("unexpected `{}`", peeked()));
-    return std::string(line_text_.substr(s, col_ - s));
+    return line_text_.substr(s, col_ - s);
   }
   void expect_word(std::string_view w, std::string_view what) {
     skip_spaces();
@@ -270,12 +305,35 @@ class Parser {
       ++col_;
     // An exponent sign: 0x1p-3, 1e-5.
     while (!at_end_of_line() && (peek() == '-' || peek() == '+' || peek() == '.' || word_char(peek()))) ++col_;
-    std::string tok(line_text_.substr(s, col_ - s));
+    const std::string_view tok = line_text_.substr(s, col_ - s);
     if (tok.empty()) fail("expected a number");
+    // What the printer writes, [-]0x<hex digit>..., read by std::from_chars (exact, like strtod, at a fraction of
+    // its cost); anything else, or anything from_chars does not take whole (out of range, trailing text), is
+    // strtod's to accept or refuse, as it always was.
+    {
+      const bool negative = tok[0] == '-';
+      const std::string_view hex = tok.substr(negative ? 1 : 0);
+      if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X') && std::isxdigit(uint8_t(hex[2]))) {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(hex.data() + 2, hex.data() + hex.size(), v, std::chars_format::hex);
+        if (ec == std::errc() && end == hex.data() + hex.size()) return negative ? -v : v;
+      }
+    }
+    // strtod wants a terminated string: a copy on the stack (every number this format writes fits), else on the heap.
+    std::array<char, 64> small;
+    std::string large;
+    const char* str = small.data();
+    if (tok.size() < small.size()) {
+      std::copy(tok.begin(), tok.end(), small.begin());
+      small[tok.size()] = '\0';
+    } else {
+      large.assign(tok);
+      str = large.c_str();
+    }
     errno = 0;
     char* end = nullptr;
-    double v = std::strtod(tok.c_str(), &end);
-    if (end != tok.c_str() + tok.size()) {
+    double v = std::strtod(str, &end);
+    if (end != str + tok.size()) {
       col_ = s;
       fail(fmt::format("`{}` is not a number (use hex floats like 0x1.8p+1, or inf, -inf, nan)", printable(tok)));
     }
@@ -284,7 +342,7 @@ class Parser {
   Device device() {
     skip_spaces();
     size_t s = col_;
-    std::string name = word();
+    std::string_view name = word();
     Device d;
     if (std::optional<BackendKind> k = backend_kind_named(name)) {
       d.backend = *k;
@@ -305,7 +363,7 @@ class Parser {
   DType dtype() {
     skip_spaces();
     size_t s = col_;
-    std::string w = word();
+    std::string_view w = word();
     for (DType d : kAllDTypes)
       if (dtype_name(d) == w) {
         if (is_half(d) && version_ < 2) {
@@ -408,6 +466,11 @@ class Parser {
       in.tracked = true;
     }
     expect('=');
+    // Each value takes two characters at least ("0 "), so the rest of the line bounds what a hostile shape can
+    // make this reserve.
+    const size_t room = std::min(size_t(numel), (line_text_.size() - col_) / 2 + 1);
+    if (is_float(in.dtype)) in.f32_bits.reserve(room);
+    else in.ints.reserve(room);
     for (int64_t i = 0; i < numel; ++i) {
       skip_spaces();
       if (at_end_of_line() || peek() == '#')
@@ -447,7 +510,7 @@ class Parser {
     NodeDef n;
     skip_spaces();
     size_t c = col_;
-    std::string name = word();
+    std::string_view name = word();
     int id = find_op(name);
     if (id < 0) fail_at(line_, int(c) + 1, fmt::format("unknown op `{}`", printable(name)));
     n.op = OpId(id);
@@ -458,7 +521,7 @@ class Parser {
       size_t pc = col_;
       if (at_end_of_line()) fail(fmt::format("{} needs parameter `{}` (parameter {} of {})", op.name, p.name, k + 1,
                                              op.num_params));
-      std::string pn = word();
+      std::string_view pn = word();
       // rand and randn took no dtype before 2026-12-03 (they drew f32 only): a file written then reads as f32.
       if (pn != p.name && p.role == ParamRole::dtype_attr && op.output == rules::random) {
         col_ = pc;

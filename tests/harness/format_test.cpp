@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include "crossfire/harness/generate.hpp"
 #include "crossfire/harness/program.hpp"
@@ -43,6 +45,41 @@ TEST(ProgramFormat, FloatsAreExactIncludingSpecialValues) {
     else EXPECT_EQ(f32_to_bits(got), f32_to_bits(vals[i])) << text;
   }
   EXPECT_NE(text.find("-0x0p+0"), std::string::npos) << "negative zero keeps its sign";
+}
+
+// The format's floats are C's %a (docs/program-format.md); the printer writes them with std::to_chars, so it must
+// give printf's text to the byte: every f32 value class (zeros, subnormals, normals, the largest) and random f64s.
+TEST(FormatFloat, IsPrintfsHexFloat) {
+  auto printf_a = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    return std::string(buf);
+  };
+  std::vector<double> vals = {0.0, -0.0, 1.0, -1.0, 0.1, 3.0, 1e-310, -1e-310, 0x1p-1074, 0x1p-149, 0x1.fffffep127,
+                              0x1.fffffffffffffp1023, 0x1p-1022, -0x1.8p-140};
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < 200000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    double d;
+    if (i % 2) {
+      d = double(bits_to_f32(uint32_t(x)));
+    } else {
+      std::memcpy(&d, &x, sizeof d);
+    }
+    if (std::isfinite(d)) vals.push_back(d);
+  }
+  for (double v : vals) ASSERT_EQ(format_float(v), printf_a(v));
+  EXPECT_EQ(format_float(NAN), "nan");
+  EXPECT_EQ(format_float(-INFINITY), "-inf");
+  // And the parser reads every f32 of them back to the bit (its from_chars path, and strtod for the rest).
+  InputDef in;
+  in.device = Device::cpu(0);
+  for (double v : vals)
+    if (double(float(v)) == v && in.f32_bits.size() < 4096) in.f32_bits.push_back(f32_to_bits(float(v)));
+  in.shape = Shape{int64_t(in.f32_bits.size())};
+  Program p;
+  p.values.push_back(Value{in});
+  EXPECT_EQ(parse_program(print_program(p)), p);
 }
 
 void expect_parse_error(const std::string& text, int line, int column, const std::string& contains) {

@@ -157,9 +157,11 @@ class Shape {
   // all 56 bytes in 16-byte words, and when the source has just been built dim by dim (an output rule's push_back
   // or `out[axis] = n`) each wide load straddles two narrow stores: a failed store-to-load forward, which cost
   // `cat` ~15 ns per call on the dispatch path (docs/benchmarks.md; the same trap as Note [Arguments are built in
-  // place] in args.hpp).
-  constexpr Shape(const Shape& o) : rank_(o.rank_) { copy_dims(o); }
-  constexpr Shape& operator=(const Shape& o) {
+  // place] in args.hpp). noexcept, as a defaulted copy would be: without it no type holding a Shape is nothrow
+  // movable, and std::vector then grows by copying its elements instead of moving them (a program's values, the
+  // reference's tensors, with all their data).
+  constexpr Shape(const Shape& o) noexcept : rank_(o.rank_) { copy_dims(o); }
+  constexpr Shape& operator=(const Shape& o) noexcept {
     dims_ = {};
     rank_ = o.rank_;
     copy_dims(o);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -85,6 +86,9 @@ struct Value {
   NodeDef& node() { return std::get<1>(def); }
   friend bool operator==(const Value&, const Value&) = default;
 };
+
+// A program's values move when its vector grows, rather than being copied with all their data.
+static_assert(std::is_nothrow_move_constructible_v<Value>);
 
 struct Program {
   static constexpr int kFormatVersion = 2;  // 2: dtypes f16 and bf16; version 1 files are still read
