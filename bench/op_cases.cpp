@@ -48,12 +48,18 @@ class Values {
           std::memcpy(out.data() + 4 * i, &v, 4);
           break;
         }
-        case DType::i32: {
-          int32_t v = dom == Domain::index ? int32_t(index_bound - 1 - i % index_bound) : int32_t(u * 200) - 100;
-          if (dom == Domain::positive) v = 1 + int32_t(u * 100);
-          if (dom == Domain::non_negative) v = int32_t(u * 100);
+        case DType::i32:
+        case DType::i64: {
+          int64_t v = dom == Domain::index ? index_bound - 1 - i % index_bound : int64_t(u * 200) - 100;
+          if (dom == Domain::positive) v = 1 + int64_t(u * 100);
+          if (dom == Domain::non_negative) v = int64_t(u * 100);
           if (dom == Domain::non_zero && v == 0) v = 1;
-          std::memcpy(out.data() + 4 * i, &v, 4);
+          if (dt == DType::i32) {
+            const int32_t v32 = int32_t(v);
+            std::memcpy(out.data() + 4 * i, &v32, 4);
+          } else {
+            std::memcpy(out.data() + 8 * i, &v, 8);
+          }
           break;
         }
         case DType::boolean: out[size_t(i)] = uint8_t(u < 0.5); break;

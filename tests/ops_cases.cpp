@@ -79,6 +79,9 @@ Tensor make_f32(const std::vector<float>& v, const std::vector<int64_t>& shape, 
 Tensor make_i32(const std::vector<int32_t>& v, const std::vector<int64_t>& shape, Device d) {
   return from_data(std::span<const int32_t>(v), IntList(shape), d);
 }
+Tensor make_i64(const std::vector<int64_t>& v, const std::vector<int64_t>& shape, Device d) {
+  return from_data(std::span<const int64_t>(v), IntList(shape), d);
+}
 Tensor make_bool(const std::vector<uint8_t>& v, const std::vector<int64_t>& shape, Device d) {
   return from_bool(std::span<const uint8_t>(v), IntList(shape), d);
 }
@@ -121,6 +124,15 @@ Tensor ValueSource::tensor(Device d, DType dt, const std::vector<int64_t>& shape
     for (int32_t& x : v)
       x = domain == Domain::index ? int32_t(uniform() * double(index_bound)) : int32_t(uniform() * 201) - 100;
     return make_i32(v, shape, d);
+  }
+  if (dt == DType::i64) {  // an index as for i32; otherwise small values and, one in four, any 64-bit value
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t& x : v) {
+      if (domain == Domain::index) x = int64_t(uniform() * double(index_bound));
+      else if (uniform() < 0.25) x = int64_t(uint64_t(uniform() * 0x1p32) << 32 | uint64_t(uniform() * 0x1p32));
+      else x = int64_t(uniform() * 201) - 100;
+    }
+    return make_i64(v, shape, d);
   }
   std::vector<uint8_t> v(static_cast<size_t>(n));
   for (uint8_t& x : v) x = uniform() < 0.5 ? 1 : 0;
@@ -173,6 +185,21 @@ Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
     return make_i32(v, shape, d);
   }
+  if (dt == DType::i64) {  // the ends, where f64 stops being exact (2^53 + 1), past i32, squares that wrap
+    std::vector<int64_t> pool = {std::numeric_limits<int64_t>::min(),
+                                 std::numeric_limits<int64_t>::max(),
+                                 -1,
+                                 0,
+                                 (int64_t(1) << 53) + 1,
+                                 -(int64_t(1) << 53) - 1,
+                                 int64_t(1) << 31,
+                                 3037000500,  // its square is past 2^63
+                                 (int64_t(1) << 60) + (int64_t(1) << 52) + 1,
+                                 7};
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = pool[i % pool.size()];
+    return make_i64(v, shape, d);
+  }
   std::vector<uint8_t> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 3 == 1);
   return make_bool(v, shape, d);
@@ -210,7 +237,8 @@ void creation(Gen& g) {
       double a, b, s;
     };
     for (R r : {R{0, 5, 1}, R{0, 1, 0.1}, R{5, 0, -1.5}, R{0, 0, 1}, R{-2.5, 2.5, 0.5}, R{3, 1, 1}, R{0.5, 3.7, 1}})
-      for (DType dt : {DType::f32, DType::i32})
+      for (DType dt : computed_on(g.d))
+        if (dt == DType::f32 || is_integer(dt))
         g.add(fmt::format("{} ({}, {}, {})", dtype_name(dt), r.a, r.b, r.s))
             .scalar(r.a)
             .scalar(r.b)
@@ -227,6 +255,11 @@ void creation(Gen& g) {
       g.add(fmt::format("f32 {}", shp(s))).bytes(f).ints(s).dtype(DType::f32).device(g.d);
       g.add(fmt::format("i32 {}", shp(s))).bytes(f).ints(s).dtype(DType::i32).device(g.d);
       g.add(fmt::format("bool {}", shp(s))).bytes(b).ints(s).dtype(DType::boolean).device(g.d);
+      if (find_backend(g.d) != nullptr && find_backend(g.d)->dtypes().contains(DType::i64)) {
+        std::vector<uint8_t> w(static_cast<size_t>(cnt) * 8);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t(i * 53 + 7);
+        g.add(fmt::format("i64 {}", shp(s))).bytes(w).ints(s).dtype(DType::i64).device(g.d);
+      }
     }
   } else {  // rand, randn: every float dtype the device computes
     for (DType dt : computed_on(g.d)) {
@@ -312,6 +345,14 @@ void cast(Gen& g) {
   std::vector<int32_t> i = {
       16777217, 16777219, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), -16777217, 0};
   g.add("i32 -> f32 rounding").tensor(make_i32(i, {int64_t(i.size())}, g.d)).dtype(DType::f32);
+  if (find_backend(g.d) == nullptr || !find_backend(g.d)->dtypes().contains(DType::i64)) return;
+  // Saturation at 2^63 (an f32 value; INT64_MAX is not), truncation, NaN -> 0; i64 -> i32 keeps the low bits.
+  std::vector<float> big = {9.3e18f, -9.3e18f, 9223371487098961920.0f, -9223372036854775808.0f, 2147483648.0f,
+                            -1.75f,  float(kNaN), float(kInf), -float(kInf), 3e9f};
+  g.add("f32 -> i64 truncation and saturation").tensor(make_f32(big, {int64_t(big.size())}, g.d)).dtype(DType::i64);
+  std::vector<int64_t> wide = {int64_t(1) << 32, (int64_t(1) << 32) + 5, -1, int64_t(3) << 31,
+                               std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  g.add("i64 -> i32 low bits").tensor(make_i64(wide, {int64_t(wide.size())}, g.d)).dtype(DType::i32);
 }
 
 void reduce(Gen& g) {

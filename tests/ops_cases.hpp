@@ -51,6 +51,7 @@ using Calls = std::vector<std::unique_ptr<CallBuilder>>;
 // Host values -> a tensor on `d` (through from_data, which needs no kernel).
 Tensor make_f32(const std::vector<float>& v, const std::vector<int64_t>& shape, Device d);
 Tensor make_i32(const std::vector<int32_t>& v, const std::vector<int64_t>& shape, Device d);
+Tensor make_i64(const std::vector<int64_t>& v, const std::vector<int64_t>& shape, Device d);
 Tensor make_bool(const std::vector<uint8_t>& v, const std::vector<int64_t>& shape, Device d);
 // f16/bf16: each value rounded to the dtype (reference::round_to), then stored as its bits.
 Tensor make_half(const std::vector<float>& v, const std::vector<int64_t>& shape, Device d, DType dt);

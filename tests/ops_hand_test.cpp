@@ -82,6 +82,122 @@ TEST(OpHand, IntegerArithmeticWraps) {
   hand(su, DType::i32, Shape{}, {0});
 }
 
+// An i64 result, exactly: the reference's exact integers and the device's, element for element (an f64 cannot
+// tell 2^53 from 2^53 + 1, so `hand` would not do).
+void hand_i64(const CallBuilder& c, const Shape& shape, const std::vector<int64_t>& want) {
+  SCOPED_TRACE(std::string(op_def(c.op()).name) + ": " + c.label());
+  ref::RefResult r = ref::evaluate(ref::RefCall::from(c.op(), c.args()));
+  ASSERT_EQ(r.value.dtype, DType::i64);
+  ASSERT_EQ(r.value.shape, shape) << r.value.shape.str();
+  EXPECT_EQ(r.value.ints, want) << "reference";
+  Tensor out;
+  try {
+    out = call(c.op(), c.args());
+  } catch (const Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  ASSERT_EQ(out.dtype(), DType::i64);
+  EXPECT_EQ(out.to_i64(), want) << "dispatch";
+}
+
+bool computes_i64(Device d) { return find_backend(d) != nullptr && find_backend(d)->dtypes().contains(DType::i64); }
+
+constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min(), kMax64 = std::numeric_limits<int64_t>::max();
+constexpr int64_t k2p53 = int64_t(1) << 53;
+
+TEST(OpHand, I64ArithmeticWrapsAtSixtyFourBits) {
+  HAND_DEVICE;
+  if (!computes_i64(d)) GTEST_SKIP() << d.str() << " computes no i64 tensors";
+  CallBuilder a(ids::add_id, "INT64_MAX + 1");
+  a.tensor(make_i64({kMax64, 5, k2p53}, {3}, d)).tensor(make_i64({1, -7, 1}, {3}, d));
+  hand_i64(a, Shape{3}, {kMin64, -2, k2p53 + 1});
+  CallBuilder s(ids::sub_id, "INT64_MIN - 1");
+  s.tensor(make_i64({kMin64}, {1}, d)).tensor(make_i64({1}, {1}, d));
+  hand_i64(s, Shape{1}, {kMax64});
+  // (2^32)^2 = 2^64 -> 0. 3037000500^2 = 9223372037000250000 = 2^63 + 145474192 -> -2^63 + 145474192.
+  CallBuilder m(ids::mul_id, "squares past 2^63");
+  m.tensor(make_i64({int64_t(1) << 32, 3037000500}, {2}, d)).tensor(make_i64({int64_t(1) << 32, 3037000500}, {2}, d));
+  hand_i64(m, Shape{2}, {0, -9223372036709301616});
+  CallBuilder n(ids::neg_id, "-INT64_MIN");
+  n.tensor(make_i64({kMin64, k2p53 + 1}, {2}, d));
+  hand_i64(n, Shape{2}, {kMin64, -k2p53 - 1});
+  CallBuilder ab(ids::abs_id, "|INT64_MIN|");
+  ab.tensor(make_i64({kMin64, -3}, {2}, d));
+  hand_i64(ab, Shape{2}, {kMin64, 3});
+  // INT64_MAX + INT64_MAX + 2 = 2^64 -> 0; 2^53 + 1 + 2^53 + 1 = 2^54 + 2, which no f64 sum gives.
+  CallBuilder su(ids::sum_id, "sum wraps");
+  su.tensor(make_i64({kMax64, kMax64, 2, k2p53 + 1, k2p53 + 1}, {5}, d)).optional_integer(std::nullopt).flag(false);
+  hand_i64(su, Shape{}, {(int64_t(1) << 54) + 2});
+  CallBuilder mx(ids::maximum_id, "maximum of neighbours past 2^53");
+  mx.tensor(make_i64({k2p53, k2p53 + 1}, {2}, d)).tensor(make_i64({k2p53 + 1, k2p53}, {2}, d));
+  hand_i64(mx, Shape{2}, {k2p53 + 1, k2p53 + 1});
+}
+
+TEST(OpHand, I64ComparesAndPicksExactly) {
+  HAND_DEVICE;
+  if (!computes_i64(d)) GTEST_SKIP() << d.str() << " computes no i64 tensors";
+  // 2^53 and 2^53 + 1 are one f64: a kernel or reference that compares through f64 calls them equal.
+  CallBuilder e(ids::eq_id, "2^53 == 2^53 + 1");
+  e.tensor(make_i64({k2p53, kMin64}, {2}, d)).tensor(make_i64({k2p53 + 1, kMin64}, {2}, d));
+  hand(e, DType::boolean, Shape{2}, {0, 1});
+  CallBuilder l(ids::lt_id, "2^53 < 2^53 + 1");
+  l.tensor(make_i64({k2p53, kMax64}, {2}, d)).tensor(make_i64({k2p53 + 1, kMin64}, {2}, d));
+  hand(l, DType::boolean, Shape{2}, {1, 0});
+  CallBuilder m(ids::max_id, "max past 2^53");
+  m.tensor(make_i64({k2p53, k2p53 + 1, k2p53}, {3}, d)).optional_integer(std::nullopt).flag(false);
+  hand_i64(m, Shape{}, {k2p53 + 1});
+  CallBuilder am(ids::argmax_id, "argmax past 2^53");
+  am.tensor(make_i64({k2p53, k2p53 + 1, k2p53}, {3}, d)).optional_integer(std::nullopt).flag(false);
+  hand(am, DType::i32, Shape{}, {1});
+  CallBuilder w(ids::where_id, "where keeps the bits");
+  w.tensor(make_bool({1, 0}, {2}, d)).tensor(make_i64({k2p53 + 1, 0}, {2}, d)).tensor(make_i64({0, -k2p53 - 1}, {2}, d));
+  hand_i64(w, Shape{2}, {k2p53 + 1, -k2p53 - 1});
+  // An i64 index picks as an i32 one does; one past the axis, however large, is InvalidArgument.
+  CallBuilder ix(ids::index_select_id, "i64 index");
+  ix.tensor(make_i64({10, k2p53 + 1, 30}, {3}, d)).integer(0).tensor(make_i64({1, 0, 1}, {3}, d));
+  hand_i64(ix, Shape{3}, {k2p53 + 1, 10, k2p53 + 1});
+  CallBuilder bad(ids::index_select_id, "i64 index past the axis");
+  bad.tensor(make_f32({1, 2}, {2}, d)).integer(0).tensor(make_i64({0, int64_t(1) << 32}, {2}, d));
+  EXPECT_THROW(ref::evaluate(ref::RefCall::from(bad.op(), bad.args())), InvalidArgument);
+  EXPECT_THROW(call(bad.op(), bad.args()), InvalidArgument);
+}
+
+TEST(OpHand, I64CastsRoundOnceAndSaturate) {
+  HAND_DEVICE;
+  if (!computes_i64(d)) GTEST_SKIP() << d.str() << " computes no i64 tensors";
+  const int64_t p60 = int64_t(1) << 60;
+  // To f32 (24 bits; at 2^60 an ulp is 2^37): 2^60 + 2^36 + 1 is past the half ulp, so 2^60 + 2^37; through f64 it
+  // would first become 2^60 + 2^36, a tie, and then 2^60. 2^24 + 1 is a tie: to even, 2^24; 2^24 + 3 -> 2^24 + 4.
+  CallBuilder f(ids::cast_id, "i64 -> f32");
+  f.tensor(make_i64({p60 + (int64_t(1) << 36) + 1, (1 << 24) + 1, (1 << 24) + 3, kMin64}, {4}, d)).dtype(DType::f32);
+  hand(f, DType::f32, Shape{4}, {0x1p60 + 0x1p37, 0x1p24, 0x1p24 + 4, -0x1p63});
+  // To bf16 (8 bits; at 2^60 an ulp is 2^53): 2^60 + 2^52 + 1 is past the half ulp: 2^60 + 2^53 (through f64 it
+  // is 2^60 + 2^52, a tie, then 2^60).
+  CallBuilder b(ids::cast_id, "i64 -> bf16");
+  b.tensor(make_i64({p60 + (int64_t(1) << 52) + 1, -p60 - (int64_t(1) << 52)}, {2}, d)).dtype(DType::bf16);
+  hand(b, DType::bf16, Shape{2}, {0x1p60 + 0x1p53, -0x1p60});
+  // To f16 (11 bits; largest 65504, infinity from 65520 on): 2049 is a tie -> 2048, 2051 -> 2052.
+  CallBuilder h(ids::cast_id, "i64 -> f16");
+  h.tensor(make_i64({2049, 2051, 65519, 65520, -p60}, {5}, d)).dtype(DType::f16);
+  hand(h, DType::f16, Shape{5}, {2048, 2052, 65504, std::numeric_limits<double>::infinity(),
+                                 -std::numeric_limits<double>::infinity()});
+  // From f32: truncate toward zero, saturate at 2^63 (an f32; INT64_MAX is not), NaN -> 0.
+  CallBuilder t(ids::cast_id, "f32 -> i64");
+  t.tensor(make_f32({9.3e18f, -9.3e18f, -1.75f, 0x1p62f, float(kNaN), -0x1p63f}, {6}, d)).dtype(DType::i64);
+  hand_i64(t, Shape{6}, {kMax64, kMin64, -1, int64_t(1) << 62, 0, kMin64});
+  // To i32: the low 32 bits. 3 * 2^31 = 2^32 + 2^31 -> 2^31 -> INT32_MIN.
+  CallBuilder n(ids::cast_id, "i64 -> i32");
+  n.tensor(make_i64({(int64_t(1) << 32) + 5, int64_t(3) << 31, -1, kMax64}, {4}, d)).dtype(DType::i32);
+  hand(n, DType::i32, Shape{4}, {5, double(kMin), -1, -1});
+  // full and arange into i64 convert their f64 attributes as cast does.
+  CallBuilder fu(ids::full_id, "full i64");
+  fu.ints({3}).scalar(1e300).dtype(DType::i64).device(d);
+  hand_i64(fu, Shape{3}, {kMax64, kMax64, kMax64});
+  CallBuilder ar(ids::arange_id, "arange i64");
+  ar.scalar(-2).scalar(7).scalar(3).dtype(DType::i64).device(d);
+  hand_i64(ar, Shape{3}, {-2, 1, 4});
+}
+
 TEST(OpHand, UnaryFloat) {
   HAND_DEVICE;
   CallBuilder e(ids::exp_id, "exp");

@@ -71,7 +71,8 @@ Tensor scatter_along(const Tensor& g, int64_t axis, const Tensor& index, int64_t
   Shape moved_shape = moved.shape();
   int64_t rest = 1;
   for (int i = 0; i < r - 1; ++i) rest *= moved_shape[i];
-  Tensor columns = reshape(arange(0, double(dim), 1, DType::i32, g.device()), {1, dim});
+  // The columns take the index's own dtype (i32 or i64): eq does not promote.
+  Tensor columns = reshape(arange(0, double(dim), 1, index.dtype(), g.device()), {1, dim});
   Tensor one_hot = cast(eq(reshape(index, {m, 1}), columns), g.dtype());  // [m, dim]
   Tensor scattered = matmul(reshape(moved, {rest, m}), one_hot);            // [rest, dim]
   moved_shape[r - 1] = dim;

@@ -38,7 +38,7 @@ Device Device::parse(std::string_view text) {
 DType parse_dtype(std::string_view text) {
   for (DType d : kAllDTypes)
     if (dtype_name(d) == text) return d;
-  throw InvalidArgument("dtype", "", fmt::format("unknown dtype `{}` (f32, i32, bool, f16, bf16)", printable(text)));
+  throw InvalidArgument("dtype", "", fmt::format("unknown dtype `{}` ({})", printable(text), kAnyDType.str()));
 }
 
 std::string DTypeSet::str() const {

@@ -72,6 +72,7 @@ std::vector<T> typed_copy(const Tensor& t, DType want, const char* fn) {
 
 std::vector<float> Tensor::to_f32() const { return typed_copy<float>(*this, DType::f32, "to_f32"); }
 std::vector<int32_t> Tensor::to_i32() const { return typed_copy<int32_t>(*this, DType::i32, "to_i32"); }
+std::vector<int64_t> Tensor::to_i64() const { return typed_copy<int64_t>(*this, DType::i64, "to_i64"); }
 std::vector<uint8_t> Tensor::to_bool() const { return typed_copy<uint8_t>(*this, DType::boolean, "to_bool"); }
 
 std::string Tensor::str() const {

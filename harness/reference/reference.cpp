@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -34,10 +35,24 @@ RefTensor RefTensor::from(const Tensor& t) {
       int32_t v;
       std::memcpy(&v, bytes.data() + 4 * i, 4);
       r.values[i] = v;
+    } else if (t.dtype() == DType::i64) {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + 8 * i, 8);
+      r.ints.push_back(v);
+      r.values[i] = double(v);
     } else {
       r.values[i] = bytes[i];
     }
   }
+  return r;
+}
+
+RefTensor RefTensor::of_i64(const Shape& shape, std::vector<int64_t> ints) {
+  RefTensor r{DType::i64, shape, {}, std::move(ints)};
+  if (int64_t(r.ints.size()) != shape.numel())
+    throw InvalidArgument("reference", "ints", fmt::format("{} values for shape {}", r.ints.size(), shape.str()));
+  r.values.reserve(r.ints.size());
+  for (int64_t v : r.ints) r.values.push_back(double(v));
   return r;
 }
 
@@ -160,6 +175,16 @@ double to_i32(double v) {
   return t;
 }
 
+// f64 -> i64 as cast does: truncate toward zero, saturate, NaN -> 0. (2^63 is an f64; INT64_MAX is not.)
+int64_t to_i64(double v) {
+  if (std::isnan(v)) return 0;
+  const double t = std::trunc(v);
+  if (t <= -0x1p63) return std::numeric_limits<int64_t>::min();
+  if (t >= 0x1p63) return std::numeric_limits<int64_t>::max();
+  return int64_t(t);
+}
+
+// f64 -> any dtype but i64 (whose values are written with put_int).
 double convert(double v, DType to) {
   switch (to) {
     case DType::f32: return round_f32(v);
@@ -167,13 +192,47 @@ double convert(double v, DType to) {
     case DType::bf16: return round_to(v, to);
     case DType::i32: return to_i32(v);
     case DType::boolean: return v != 0 ? 1.0 : 0.0;
+    case DType::i64: return double(to_i64(v));
   }
   return v;
 }
 
-// Two's complement wrap of an exact integer result into i32.
-double wrap_i32(int64_t v) { return double(int32_t(uint32_t(uint64_t(v)))); }
-int64_t as_int(double v) { return int64_t(v); }
+// An exact integer rounded once to float dtype `to`. Up to 2^53 the integer is an f64 and one rounding does it.
+// Past that it is first cut to 53 significant bits rounded to odd (the bits dropped OR-ed into the last one kept),
+// which is exact enough that the second rounding, to at most 24 bits, gives the once-rounded result (53 >= 24 + 2).
+double round_integer(int64_t v, DType to) {
+  const uint64_t mag = v < 0 ? 0 - uint64_t(v) : uint64_t(v);
+  double d;
+  if (mag <= (uint64_t(1) << 53)) {
+    d = double(mag);
+  } else {
+    const int shift = 64 - std::countl_zero(mag) - 53;
+    const uint64_t kept = (mag >> shift) | ((mag & ((uint64_t(1) << shift) - 1)) != 0 ? 1u : 0u);
+    d = std::ldexp(double(kept), shift);
+  }
+  return convert(v < 0 ? -d : d, to);
+}
+
+// Two's complement wrap of an integer result computed modulo 2^64 into dtype dt (i32: the low 32 bits).
+int64_t narrow(uint64_t w, DType dt) { return dt == DType::i64 ? int64_t(w) : int64_t(int32_t(uint32_t(w))); }
+
+// Writes an exact integer into element i of an i32, i64 or bool tensor.
+void put_int(RefTensor& t, size_t i, int64_t v) {
+  if (t.dtype == DType::i64) t.ints[i] = v;
+  t.values[i] = double(v);
+}
+// Element i of t set to v converted to t's dtype (cast, full, arange).
+void put_converted(RefTensor& t, size_t i, double v) {
+  if (t.dtype == DType::i64)
+    put_int(t, i, to_i64(v));
+  else
+    t.values[i] = convert(v, t.dtype);
+}
+// Element j of src copied into element i of dst (the same dtype): data movement.
+void copy_element(RefTensor& dst, size_t i, const RefTensor& src, size_t j) {
+  dst.values[i] = src.values[j];
+  if (dst.dtype == DType::i64) dst.ints[i] = src.ints[j];
+}
 
 // Shapes and indexing: indexing.hpp (shared with vjp.cpp).
 using namespace detail;
@@ -277,6 +336,7 @@ RefResult make_result(DType dt, const Shape& shape) {
   r.value.shape = shape;
   size_t n = size_t(shape.numel());
   r.value.values.assign(n, 0.0);
+  if (dt == DType::i64) r.value.ints.assign(n, 0);
   r.magnitude.assign(n, 0.0);
   r.terms.assign(n, 0);
   return r;
@@ -300,7 +360,7 @@ using EvalFn = RefResult (*)(const Ctx&);
 RefResult filled(const Ctx& c, double v) {
   DType dt = c.dtype("dtype");
   RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
-  std::fill(r.value.values.begin(), r.value.values.end(), convert(v, dt));
+  for (size_t i = 0; i < r.value.values.size(); ++i) put_converted(r.value, i, v);
   return exact_result(r);
 }
 
@@ -328,7 +388,7 @@ RefResult ev_arange(const Ctx& c) {
   if (count > double(kMaxElements)) c.fail("stop", "too many elements");
   int64_t n = count > 0 ? int64_t(count) : 0;
   RefResult r = make_result(dt, Shape{n});
-  for (int64_t i = 0; i < n; ++i) r.value.values[size_t(i)] = convert(start + double(i) * step, dt);
+  for (int64_t i = 0; i < n; ++i) put_converted(r.value, size_t(i), start + double(i) * step);
   return exact_result(r);
 }
 
@@ -343,16 +403,19 @@ RefResult ev_from_data(const Ctx& c) {
   RefResult r = make_result(dt, s);
   for (size_t i = 0; i < r.value.values.size(); ++i) {
     // Little-endian, assembled byte by byte so the host's byte order does not matter.
-    uint32_t w = 0;
-    for (size_t k = 0; k < width; ++k) w |= uint32_t(b[i * width + k]) << (8 * k);
+    uint64_t w = 0;
+    for (size_t k = 0; k < width; ++k) w |= uint64_t(b[i * width + k]) << (8 * k);
     if (dt == DType::f32) {
+      const uint32_t w32 = uint32_t(w);
       float f;
-      std::memcpy(&f, &w, 4);
+      std::memcpy(&f, &w32, 4);
       r.value.values[i] = f;
+    } else if (dt == DType::i64) {
+      put_int(r.value, i, int64_t(w));
     } else if (is_half(dt)) {
       r.value.values[i] = half_value(uint16_t(w), dt);
     } else if (dt == DType::i32) {
-      r.value.values[i] = double(int32_t(w));
+      r.value.values[i] = double(int32_t(uint32_t(w)));
     } else {
       if (w > 1) c.fail("data", fmt::format("bool values must be 0 or 1, got {}", w));
       r.value.values[i] = double(w);
@@ -401,28 +464,32 @@ RefResult ev_randn(const Ctx& c) {
 // Elementwise
 // ---------------------------------------------------------------------------------------------------------------
 
-// f32: value = f(x), magnitude = |value| (exact ops and transcendentals alike); i32: value = g(x) (already wrapped).
+// Floats: value = f(x), magnitude = |value| (exact ops and transcendentals alike). Integers: g(x) modulo 2^64,
+// narrowed to the dtype (so i32 and i64 wrap alike).
 template <class F, class G>
 RefResult unary(const Ctx& c, F f, G g) {
   const RefTensor& x = c.tensor("x");
   RefResult r = make_result(x.dtype, x.shape);
   for (size_t i = 0; i < x.values.size(); ++i) {
-    double v = is_float(x.dtype) ? f(x.values[i]) : g(as_int(x.values[i]));
-    r.value.values[i] = v;
-    r.magnitude[i] = std::fabs(v);
-    r.terms[i] = is_float(x.dtype) ? 1 : 0;
+    if (is_float(x.dtype)) {
+      r.value.values[i] = f(x.values[i]);
+      r.terms[i] = 1;
+    } else {
+      put_int(r.value, i, narrow(g(x.int_at(i)), x.dtype));
+    }
+    r.magnitude[i] = std::fabs(r.value.values[i]);
   }
   return r;
 }
-double no_int(int64_t) { return std::numeric_limits<double>::quiet_NaN(); }  // the op accepts no i32
+uint64_t no_int(int64_t) { return 0; }  // the op accepts no integer dtype (check_call refuses one first)
 
 RefResult ev_neg(const Ctx& c) {
   return unary(
-      c, [](double x) { return -x; }, [](int64_t x) { return wrap_i32(-x); });
+      c, [](double x) { return -x; }, [](int64_t x) { return 0 - uint64_t(x); });
 }
 RefResult ev_abs(const Ctx& c) {
   return unary(
-      c, [](double x) { return std::fabs(x); }, [](int64_t x) { return wrap_i32(x < 0 ? -x : x); });
+      c, [](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? 0 - uint64_t(x) : uint64_t(x); });
 }
 RefResult ev_exp(const Ctx& c) {
   return unary(
@@ -475,7 +542,7 @@ RefResult ev_logical_not(const Ctx& c) {
 // How a binary float op's magnitude is formed from its operands and exact value.
 enum class Mag { sum_abs, abs_value };
 
-// value = f(a, b) for f32 (magnitude per `mag`), g(a, b) for i32 (exact, wrapped by g).
+// value = f(a, b) for floats (magnitude per `mag`); for integers g(a, b) modulo 2^64, narrowed to the dtype.
 template <class F, class G>
 RefResult binary(const Ctx& c, F f, G g, Mag mag) {
   const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
@@ -483,20 +550,21 @@ RefResult binary(const Ctx& c, F f, G g, Mag mag) {
   std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
   RefResult r = make_result(a.dtype, out);
   for (size_t i = 0; i < sa.size(); ++i) {
-    double x = a.values[size_t(sa[i])], y = b.values[size_t(sb[i])];
+    const size_t ia = size_t(sa[i]), ib = size_t(sb[i]);
     if (is_float(a.dtype)) {
+      double x = a.values[ia], y = b.values[ib];
       double v = f(x, y);
       r.value.values[i] = v;
       r.magnitude[i] = mag == Mag::sum_abs ? std::fabs(x) + std::fabs(y) : std::fabs(v);
       r.terms[i] = 1;
     } else {
-      r.value.values[i] = g(as_int(x), as_int(y));
+      put_int(r.value, i, narrow(g(a.int_at(ia), b.int_at(ib)), a.dtype));
       r.magnitude[i] = std::fabs(r.value.values[i]);
     }
   }
   return r;
 }
-double no_int2(int64_t, int64_t) { return std::numeric_limits<double>::quiet_NaN(); }
+uint64_t no_int2(int64_t, int64_t) { return 0; }
 
 double nan_max(double x, double y) {
   return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::max(x, y);
@@ -507,15 +575,15 @@ double nan_min(double x, double y) {
 
 RefResult ev_add(const Ctx& c) {
   return binary(
-      c, [](double x, double y) { return x + y; }, [](int64_t x, int64_t y) { return wrap_i32(x + y); }, Mag::sum_abs);
+      c, [](double x, double y) { return x + y; }, [](int64_t x, int64_t y) { return uint64_t(x) + uint64_t(y); }, Mag::sum_abs);
 }
 RefResult ev_sub(const Ctx& c) {
   return binary(
-      c, [](double x, double y) { return x - y; }, [](int64_t x, int64_t y) { return wrap_i32(x - y); }, Mag::sum_abs);
+      c, [](double x, double y) { return x - y; }, [](int64_t x, int64_t y) { return uint64_t(x) - uint64_t(y); }, Mag::sum_abs);
 }
 RefResult ev_mul(const Ctx& c) {
   return binary(
-      c, [](double x, double y) { return x * y; }, [](int64_t x, int64_t y) { return wrap_i32(x * y); },
+      c, [](double x, double y) { return x * y; }, [](int64_t x, int64_t y) { return uint64_t(x) * uint64_t(y); },
       Mag::abs_value);
 }
 RefResult ev_div(const Ctx& c) {
@@ -528,47 +596,51 @@ RefResult ev_pow(const Ctx& c) {
 }
 RefResult ev_maximum(const Ctx& c) {
   return binary(
-      c, nan_max, [](int64_t x, int64_t y) { return double(std::max(x, y)); }, Mag::abs_value);
+      c, nan_max, [](int64_t x, int64_t y) { return uint64_t(std::max(x, y)); }, Mag::abs_value);
 }
 RefResult ev_minimum(const Ctx& c) {
   return binary(
-      c, nan_min, [](int64_t x, int64_t y) { return double(std::min(x, y)); }, Mag::abs_value);
+      c, nan_min, [](int64_t x, int64_t y) { return uint64_t(std::min(x, y)); }, Mag::abs_value);
 }
 
-// Bool out; the predicate sees exact values (f32 widened, i32 exact, bool 0/1), so IEEE NaN rules hold.
+// Bool out; the predicate sees exact values (floats widened, i32 and bool exact in f64, i64 as integers: 2^53 and
+// 2^53 + 1 differ), so IEEE NaN rules hold.
 template <class P>
 RefResult predicate(const Ctx& c, P p) {
   const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
   Shape out = c.broadcast("rhs", a.shape, b.shape);
   std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
   RefResult r = make_result(DType::boolean, out);
-  for (size_t i = 0; i < sa.size(); ++i)
-    r.value.values[i] = p(a.values[size_t(sa[i])], b.values[size_t(sb[i])]) ? 1 : 0;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    const size_t ia = size_t(sa[i]), ib = size_t(sb[i]);
+    const bool v = a.dtype == DType::i64 ? p(a.ints[ia], b.ints[ib]) : p(a.values[ia], b.values[ib]);
+    r.value.values[i] = v ? 1 : 0;
+  }
   return exact_result(r);
 }
 RefResult ev_eq(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x == y; });
+  return predicate(c, [](auto x, auto y) { return x == y; });
 }
 RefResult ev_ne(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x != y; });
+  return predicate(c, [](auto x, auto y) { return x != y; });
 }
 RefResult ev_lt(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x < y; });
+  return predicate(c, [](auto x, auto y) { return x < y; });
 }
 RefResult ev_le(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x <= y; });
+  return predicate(c, [](auto x, auto y) { return x <= y; });
 }
 RefResult ev_gt(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x > y; });
+  return predicate(c, [](auto x, auto y) { return x > y; });
 }
 RefResult ev_ge(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x >= y; });
+  return predicate(c, [](auto x, auto y) { return x >= y; });
 }
 RefResult ev_logical_and(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x != 0 && y != 0; });
+  return predicate(c, [](auto x, auto y) { return x != 0 && y != 0; });
 }
 RefResult ev_logical_or(const Ctx& c) {
-  return predicate(c, [](double x, double y) { return x != 0 || y != 0; });
+  return predicate(c, [](auto x, auto y) { return x != 0 || y != 0; });
 }
 
 RefResult ev_where(const Ctx& c) {
@@ -578,8 +650,13 @@ RefResult ev_where(const Ctx& c) {
   std::vector<int64_t> sc = broadcast_sources(cond.shape, out), sa = broadcast_sources(a.shape, out),
                        sb = broadcast_sources(b.shape, out);
   RefResult r = make_result(a.dtype, out);
-  for (size_t i = 0; i < sc.size(); ++i)
-    r.value.values[i] = cond.values[size_t(sc[i])] != 0 ? a.values[size_t(sa[i])] : b.values[size_t(sb[i])];
+  if (a.dtype != b.dtype) c.fail("b", "a and b must have one dtype");
+  for (size_t i = 0; i < sc.size(); ++i) {
+    if (cond.values[size_t(sc[i])] != 0)
+      copy_element(r.value, i, a, size_t(sa[i]));
+    else
+      copy_element(r.value, i, b, size_t(sb[i]));
+  }
   return exact_result(r);
 }
 
@@ -587,7 +664,16 @@ RefResult ev_cast(const Ctx& c) {
   const RefTensor& x = c.tensor("x");
   DType dt = c.dtype("dtype");
   RefResult r = make_result(dt, x.shape);
-  for (size_t i = 0; i < x.values.size(); ++i) r.value.values[i] = convert(x.values[i], dt);
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    if (x.dtype != DType::i64)
+      put_converted(r.value, i, x.values[i]);  // exact in f64 (f32, halves, i32, bool)
+    else if (is_float(dt))
+      r.value.values[i] = round_integer(x.ints[i], dt);
+    else if (dt == DType::boolean)
+      r.value.values[i] = x.ints[i] != 0 ? 1 : 0;
+    else
+      put_int(r.value, i, narrow(uint64_t(x.ints[i]), dt));  // i64 as it is, i32 its low 32 bits
+  }
   return exact_result(r);
 }
 
@@ -622,17 +708,27 @@ RefResult reduce(const Ctx& c, Reduce kind) {
   for (int64_t o = 0; o < sp.outer; ++o) {
     for (int64_t in = 0; in < sp.inner; ++in) {
       size_t dst = size_t(o * sp.inner + in);
-      auto at = [&](int64_t k) { return x.values[size_t((o * sp.len + k) * sp.inner + in)]; };
-      if (picks) {
+      auto src = [&](int64_t k) { return size_t((o * sp.len + k) * sp.inner + in); };
+      auto at = [&](int64_t k) { return x.values[src(k)]; };
+      if (picks && x.dtype == DType::i64) {  // by the exact integers (no NaN)
+        int64_t best = 0;
+        for (int64_t k = 1; k < sp.len; ++k)
+          if (x.ints[src(k)] > x.ints[src(best)]) best = k;
+        if (kind == Reduce::argmax)
+          r.value.values[dst] = double(best);
+        else
+          copy_element(r.value, dst, x, src(best));
+        r.magnitude[dst] = std::fabs(r.value.values[dst]);
+      } else if (picks) {
         int64_t best = 0;
         for (int64_t k = 1; k < sp.len && !std::isnan(at(best)); ++k)
           if (std::isnan(at(k)) || at(k) > at(best)) best = k;
         r.value.values[dst] = kind == Reduce::argmax ? double(best) : at(best);
         r.magnitude[dst] = std::fabs(r.value.values[dst]);
-      } else if (x.dtype == DType::i32) {
-        uint64_t acc = 0;  // modular: the wrapped i32 sum does not depend on the order
-        for (int64_t k = 0; k < sp.len; ++k) acc += uint64_t(as_int(at(k)));
-        r.value.values[dst] = wrap_i32(int64_t(acc));
+      } else if (is_integer(x.dtype)) {
+        uint64_t acc = 0;  // modular: the wrapped sum does not depend on the order
+        for (int64_t k = 0; k < sp.len; ++k) acc += uint64_t(x.int_at(src(k)));
+        put_int(r.value, dst, narrow(acc, x.dtype));
         r.magnitude[dst] = std::fabs(r.value.values[dst]);
       } else {
         double s = 0, m = 0;
@@ -728,6 +824,7 @@ RefResult ev_reshape(const Ctx& c) {
     c.fail("shape", fmt::format("{} has {} elements, x has {}", s.str(), s.numel(), x.numel()));
   RefResult r = make_result(x.dtype, s);
   r.value.values = x.values;
+  r.value.ints = x.ints;
   return exact_result(r);
 }
 
@@ -749,7 +846,7 @@ RefResult ev_permute(const Ctx& c) {
   RefResult r = make_result(x.dtype, out);
   Index idx{};
   for (size_t e = 0; e < r.value.values.size(); ++e) {
-    r.value.values[e] = x.values[size_t(offset_of(idx, st, rank))];
+    copy_element(r.value, e, x, size_t(offset_of(idx, st, rank)));
     next_index(idx, out);
   }
   return exact_result(r);
@@ -780,7 +877,7 @@ RefResult ev_slice(const Ctx& c) {
   for (size_t e = 0; e < r.value.values.size(); ++e) {
     int64_t off = 0;
     for (int i = 0; i < rank; ++i) off += (starts[size_t(i)] + idx[size_t(i)] * steps[size_t(i)]) * xs[size_t(i)];
-    r.value.values[e] = x.values[size_t(off)];
+    copy_element(r.value, e, x, size_t(off));
     next_index(idx, out);
   }
   return exact_result(r);
@@ -796,7 +893,7 @@ RefResult ev_expand(const Ctx& c) {
   }
   std::vector<int64_t> src = broadcast_sources(x.shape, target);
   RefResult r = make_result(x.dtype, target);
-  for (size_t i = 0; i < src.size(); ++i) r.value.values[i] = x.values[size_t(src[i])];
+  for (size_t i = 0; i < src.size(); ++i) copy_element(r.value, i, x, size_t(src[i]));
   return exact_result(r);
 }
 
@@ -822,7 +919,7 @@ RefResult ev_cat(const Ctx& c) {
   for (int64_t o = 0; o < sp.outer; ++o)
     for (const RefTensor& t : ts) {
       int64_t block = t.shape[axis] * sp.inner;
-      for (int64_t k = 0; k < block; ++k) r.value.values[dst++] = t.values[size_t(o * block + k)];
+      for (int64_t k = 0; k < block; ++k) copy_element(r.value, dst++, t, size_t(o * block + k));
     }
   return exact_result(r);
 }
@@ -832,8 +929,9 @@ RefResult ev_index_select(const Ctx& c) {
   int axis = c.axis("axis", c.integer("axis"), x.shape.rank());
   if (index.shape.rank() != 1) c.fail("index", "must be 1-D");
   int64_t dim = x.shape[axis];
-  for (double v : index.values)
-    if (v < 0 || v >= double(dim)) c.fail("index", fmt::format("index {} is out of range [0, {})", v, dim));
+  for (size_t j = 0; j < index.values.size(); ++j)
+    if (const int64_t v = index.int_at(j); v < 0 || v >= dim)
+      c.fail("index", fmt::format("index {} is out of range [0, {})", v, dim));
   Shape out = x.shape;
   out[axis] = index.numel();
   c.shape_from("index", out.dims());
@@ -841,9 +939,9 @@ RefResult ev_index_select(const Ctx& c) {
   RefResult r = make_result(x.dtype, out);
   size_t dst = 0;
   for (int64_t o = 0; o < sp.outer; ++o)
-    for (double v : index.values)
+    for (size_t j = 0; j < index.values.size(); ++j)
       for (int64_t in = 0; in < sp.inner; ++in)
-        r.value.values[dst++] = x.values[size_t((o * sp.len + as_int(v)) * sp.inner + in)];
+        copy_element(r.value, dst++, x, size_t((o * sp.len + index.int_at(j)) * sp.inner + in));
   return exact_result(r);
 }
 
@@ -994,6 +1092,7 @@ RefResult ev_to(const Ctx& c) {
   (void)c.get<Device>("device");
   RefResult r = make_result(x.dtype, x.shape);
   r.value.values = x.values;
+  r.value.ints = x.ints;
   return exact_result(r);
 }
 
@@ -1116,6 +1215,9 @@ void check_call(const Ctx& c) {
   auto check_tensor = [&](const ParamDef& p, const RefTensor& t, std::string_view name) {
     if (t.values.size() != size_t(t.shape.numel()))
       c.fail(name, fmt::format("holds {} values for shape {}", t.values.size(), t.shape.str()));
+    if (t.ints.size() != (t.dtype == DType::i64 ? t.values.size() : 0))  // RefTensor: i64 exact in `ints`
+      c.fail(name, fmt::format("is {} and holds {} exact integers for {} values (build an i64 tensor with of_i64)",
+                               dtype_name(t.dtype), t.ints.size(), t.values.size()));
     if (!p.dtypes.contains(t.dtype))
       c.fail(name, fmt::format("is {}, the op accepts {}", dtype_name(t.dtype), p.dtypes.str()));
     if (p.same_dtype_group) {
@@ -1219,6 +1321,15 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
   // Data movement copies its input's bits (moves_data): the sign of a zero and a NaN's payload must survive. Both
   // values were widened from f32 the same way (RefTensor::from), so their f64 bits compare the f32 bits.
   const bool same_bits_wanted = moves_data(op.family);
+  if (want.dtype == DType::i64) {  // exact integers, compared as such (f64 cannot tell 2^53 from 2^53 + 1)
+    if (got.ints.size() != want.values.size() || want.ints.size() != want.values.size())
+      throw InvalidArgument("reference", "got", "an i64 tensor without its exact values (RefTensor::ints)");
+    for (size_t i = 0; i < want.ints.size(); ++i)
+      if (got.ints[i] != want.ints[i])
+        return Mismatch{int64_t(i), got.values[i], want.values[i], 0,
+                        fmt::format("element {}: got {}, expected exactly {}", i, got.ints[i], want.ints[i])};
+    return std::nullopt;
+  }
   for (size_t i = 0; i < want.values.size(); ++i) {
     double g = got.values[i], e = want.values[i], m = expected.magnitude[i];
     int64_t t = expected.terms[i];

@@ -8,8 +8,10 @@
 //
 // Note [What the reference computes]
 // The semantics are the op table's doc strings, read literally:
-// - i32 add/sub/mul/neg/abs/sum wrap two's complement; cast (and `full`/`arange` into i32) truncates toward zero,
-//   saturates at INT32_MIN/INT32_MAX and sends NaN to 0; anything -> bool is x != 0 (so NaN -> true).
+// - i32 and i64 add/sub/mul/neg/abs/sum wrap two's complement (computed modulo 2^64, then narrowed); a float cast
+//   (and `full`/`arange`) into i32 or i64 truncates toward zero, saturates at the dtype's INT_MIN/INT_MAX and sends
+//   NaN to 0; i64 -> i32 keeps the low 32 bits; i64 -> a float dtype rounds the exact integer once; anything ->
+//   bool is x != 0 (so NaN -> true). Note [64-bit integers] in device.hpp.
 // - maximum/minimum/max propagate NaN; argmax is the first maximal element, or the first NaN if there is one;
 //   relu(NaN) = NaN; compares follow IEEE (NaN == NaN is false, NaN != NaN is true).
 // - mean of zero elements is 0/0 = NaN; sum of zero elements is 0.
@@ -32,14 +34,22 @@
 
 namespace crossfire::reference {
 
-// A host tensor in f64. i32 and bool values are held exactly (bool as 0.0 / 1.0).
+// A host tensor in f64. i32 and bool values are held exactly (bool as 0.0 / 1.0). An i64 value need not be an f64
+// one (2^53 + 1 is not), so an i64 tensor holds its exact values in `ints` too, and `values` holds each of them
+// rounded to f64 (for magnitudes and messages); every other dtype leaves `ints` empty. Whatever computes or
+// compares i64 reads `ints` (int_at).
 struct RefTensor {
   DType dtype = DType::f32;
   Shape shape;
   std::vector<double> values;  // row-major, shape.numel() entries
+  std::vector<int64_t> ints = {};  // i64 only: the exact values, row-major
 
   static RefTensor from(const Tensor& t);  // reads a device tensor (f32 widened exactly)
+  // An i64 tensor from its exact values (values filled from them).
+  static RefTensor of_i64(const Shape& shape, std::vector<int64_t> ints);
   int64_t numel() const { return shape.numel(); }
+  // Element i as an exact integer: i64 from `ints`, i32 and bool from `values` (exact there).
+  int64_t int_at(size_t i) const { return dtype == DType::i64 ? ints[i] : int64_t(values[i]); }
 };
 
 // One argument of a reference call, mirroring ParamRole.

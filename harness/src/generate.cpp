@@ -3,8 +3,10 @@
 #include "crossfire/harness/generate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "reference/reference.hpp"
 
@@ -203,6 +205,17 @@ class Generator {
       }
     }
   }
+  // A large i64, where narrower arithmetic breaks: anywhere in the range; or next to a power of two past which a
+  // narrower type is inexact (2^24: f32; 2^31, 2^32: i32 and u32; 2^53: f64; 2^63: i64 itself, so sums wrap), on
+  // either side of it and of either sign.
+  int64_t i64_value() {
+    if (c_.coin(1, 2)) return pick(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+    static constexpr std::array<int, 5> kEdges = {24, 31, 32, 53, 63};
+    const int e = kEdges[size_t(pick(0, int64_t(kEdges.size()) - 1))];
+    const uint64_t edge = uint64_t(1) << e;  // 2^63 is INT64_MIN's magnitude
+    const uint64_t mag = edge - uint64_t(pick(0, 2)) + (e < 63 ? uint64_t(pick(0, 2)) : 0);
+    return c_.coin(1, 2) ? int64_t(0 - mag) : int64_t(mag == edge && e == 63 ? mag - 1 : mag);
+  }
   int fresh_input(DType dt, const Shape& shape, bool tracked, Domain dom, int64_t index_bound = 0) {
     InputDef in;
     in.dtype = dt;
@@ -223,10 +236,11 @@ class Generator {
         in.f32_bits.push_back(f32_to_bits(value(i)));
       } else if (is_half(dt)) {  // the same values, rounded to the dtype (1e30 is inf in f16; 1e-30 is 0)
         in.f32_bits.push_back(f32_to_bits(float(reference::round_to(value(i), dt))));
-      } else if (dt == DType::i32) {
-        if (dom == Domain::index) in.ints.push_back(int32_t(pick(0, std::max<int64_t>(0, index_bound - 1))));
-        else if (dom == Domain::non_zero) in.ints.push_back(int32_t(pick(1, 9)));
-        else in.ints.push_back(int32_t(kind == 2 ? pick(INT32_MIN, INT32_MAX) : pick(-5, 5)));
+      } else if (is_integer(dt)) {
+        if (dom == Domain::index) in.ints.push_back(pick(0, std::max<int64_t>(0, index_bound - 1)));
+        else if (dom == Domain::non_zero) in.ints.push_back(pick(1, 9));
+        else if (kind != 2) in.ints.push_back(pick(-5, 5));
+        else in.ints.push_back(dt == DType::i32 ? pick(INT32_MIN, INT32_MAX) : i64_value());
       } else {
         in.ints.push_back(int32_t(pick(0, 1)));
       }
@@ -318,7 +332,7 @@ class Generator {
         if (start >= 0 && stop >= 0 && step >= 0) {
           // A range: any numeric dtype (a bool range is meaningless), dyadic steps so the length is exact.
           dt = pick_dtype(kNumeric, where);
-          double st = dt == DType::i32 ? double(pick(1, 3)) : double(pick(1, 8)) / 4.0;
+          double st = is_integer(dt) ? double(pick(1, 3)) : double(pick(1, 8)) / 4.0;
           if (c_.coin(1, 3)) st = -st;
           double a = double(pick(-5, 5));
           int64_t count = pick(0, 12);
@@ -346,10 +360,11 @@ class Generator {
                 const uint16_t h = reference::half_bits(v, dt);
                 b.bytes.push_back(uint8_t(h & 0xff));
                 b.bytes.push_back(uint8_t(h >> 8));
-              } else {
-                uint32_t w = dt == DType::f32 ? f32_to_bits(f32_value(Domain::any, int(pick(0, 2))))
-                                              : uint32_t(int32_t(pick(-5, 5)));
-                for (int k = 0; k < 4; ++k) b.bytes.push_back(uint8_t(w >> (8 * k)));
+              } else {  // f32, i32, i64: little-endian
+                const uint64_t w = dt == DType::f32   ? f32_to_bits(f32_value(Domain::any, int(pick(0, 2))))
+                                   : dt == DType::i64 ? uint64_t(pick(0, 1) ? i64_value() : pick(-5, 5))
+                                                      : uint32_t(int32_t(pick(-5, 5)));
+                for (size_t k = 0; k < dtype_size(dt); ++k) b.bytes.push_back(uint8_t(w >> (8 * k)));
               }
             }
             set(bytes_p, std::move(b));

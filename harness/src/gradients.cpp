@@ -38,6 +38,9 @@ Tensor upload(const RefTensor& t, Device d) {
     } else if (t.dtype == DType::i32) {
       const int32_t x = int32_t(v);
       std::memcpy(&bytes[4 * i], &x, 4);
+    } else if (t.dtype == DType::i64) {
+      const int64_t x = t.ints[i];  // exact (RefTensor)
+      std::memcpy(&bytes[8 * i], &x, 8);
     } else {
       bytes[i] = v != 0;
     }
@@ -46,7 +49,9 @@ Tensor upload(const RefTensor& t, Device d) {
 }
 
 RefTensor zeros_of(const Shape& s, DType dt = DType::f32) {
-  return RefTensor{dt, s, std::vector<double>(size_t(s.numel()), 0.0)};
+  RefTensor r{dt, s, std::vector<double>(size_t(s.numel()), 0.0)};
+  if (dt == DType::i64) r.ints.assign(r.values.size(), 0);  // RefTensor: an i64 holds its exact values too
+  return r;
 }
 
 // The upstream gradient a node's backward rule is checked with, of the node's dtype: pseudo-random multiples of 1/4

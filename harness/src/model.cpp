@@ -158,6 +158,7 @@ reference::RefTensor ref_input(const InputDef& in) {
   r.values.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i)
     r.values[size_t(i)] = is_float(in.dtype) ? double(bits_to_f32(in.f32_bits[size_t(i)])) : double(in.ints[size_t(i)]);
+  if (in.dtype == DType::i64) r.ints = in.ints;  // exact (RefTensor: values holds them rounded to f64)
   return r;
 }
 
@@ -174,10 +175,21 @@ std::vector<uint8_t> input_bytes(const InputDef& in) {
       b.push_back(uint8_t(h & 0xff));
       b.push_back(uint8_t(h >> 8));
     }
-  } else {
+  } else if (in.dtype == DType::f32) {
     b.resize(size_t(n) * 4);
-    if (n) std::memcpy(b.data(), in.dtype == DType::f32 ? static_cast<const void*>(in.f32_bits.data())
-                                                        : static_cast<const void*>(in.ints.data()), b.size());
+    if (n) std::memcpy(b.data(), in.f32_bits.data(), b.size());
+  } else {  // i32 or i64, each value within the dtype's range (the parser and the generator keep it)
+    const size_t width = dtype_size(in.dtype);
+    b.resize(size_t(n) * width);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = in.ints[size_t(i)];
+      if (width == 4) {
+        const int32_t v32 = int32_t(v);
+        std::memcpy(b.data() + 4 * size_t(i), &v32, 4);
+      } else {
+        std::memcpy(b.data() + 8 * size_t(i), &v, 8);
+      }
+    }
   }
   return b;
 }
@@ -198,6 +210,9 @@ Tensor make_standin(const OutputSpec& spec, bool tracked, uint64_t salt) {
     } else if (spec.dtype == DType::i32) {
       int32_t v = int32_t(s % 7) - 3;
       std::memcpy(bytes.data() + 4 * i, &v, 4);
+    } else if (spec.dtype == DType::i64) {
+      int64_t v = int64_t(s % 7) - 3;
+      std::memcpy(bytes.data() + 8 * i, &v, 8);
     } else {
       bytes[size_t(i)] = uint8_t(s & 1);
     }

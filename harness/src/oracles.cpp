@@ -454,7 +454,10 @@ class Checker {
         }
         if (o_.fault == PlantedFault::flip_exact_output && (op.bound.bitwise || got.dtype != DType::f32) &&
             !got.values.empty())
+        {
           got.values[0] = got.dtype == DType::boolean ? 1 - got.values[0] : got.values[0] + 1;
+          if (got.dtype == DType::i64) got.ints[0] = int64_t(uint64_t(got.ints[0]) + 1);  // what i64 compares
+        }
         std::optional<reference::RefResult> exact;
         try {
           exact = reference::evaluate(*rec.ref_call);

@@ -135,7 +135,7 @@ std::string print_program(const Program& p) {
           append_float(out, bits_to_f32(b));
         }
       } else {
-        for (int32_t x : in.ints) fmt::format_to(fmt::appender(out), " {}", x);
+        for (int64_t x : in.ints) fmt::format_to(fmt::appender(out), " {}", x);
       }
       put(out, "\n");
     } else {
@@ -366,15 +366,23 @@ class Parser {
     std::string_view w = word();
     for (DType d : kAllDTypes)
       if (dtype_name(d) == w) {
-        if (is_half(d) && version_ < 2) {
+        if (const int since = dtype_since_version(d); version_ < since) {
           col_ = s;
-          fail(fmt::format("dtype `{}` needs format version 2 (this file says version {}, whose dtypes are f32, i32, "
-                           "bool)", w, version_));
+          fail(fmt::format("dtype `{}` needs format version {} (this file says version {}, whose dtypes are {})", w,
+                           since, version_, dtypes_of_version(version_)));
         }
         return d;
       }
     col_ = s;
-    fail(fmt::format("unknown dtype `{}` ({})", printable(w), version_ < 2 ? "f32, i32, bool" : "f32, i32, bool, f16, bf16"));
+    fail(fmt::format("unknown dtype `{}` ({})", printable(w), dtypes_of_version(version_)));
+  }
+  // The format version that first named each dtype.
+  static int dtype_since_version(DType d) { return is_half(d) ? 2 : d == DType::i64 ? 3 : 1; }
+  static std::string dtypes_of_version(int version) {
+    std::string s;
+    for (DType d : kAllDTypes)
+      if (dtype_since_version(d) <= version) s += fmt::format("{}{}", s.empty() ? "" : ", ", dtype_name(d));
+    return s;
   }
   void expect_id(int want) {
     skip_spaces();
@@ -493,11 +501,11 @@ class Parser {
           col_ = c;
           fail(fmt::format("bool values are 0 or 1, got {}", v));
         }
-        if (v < INT32_MIN || v > INT32_MAX) {
+        if (in.dtype == DType::i32 && (v < INT32_MIN || v > INT32_MAX)) {
           col_ = c;
           fail(fmt::format("i32 value {} is out of range", v));
         }
-        in.ints.push_back(int32_t(v));
+        in.ints.push_back(v);  // i64: integer() reads the whole 64-bit range and refuses past it
       }
     }
     skip_spaces();

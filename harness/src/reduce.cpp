@@ -179,10 +179,11 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
       in.shape = val->shape;
       in.device = pred[size_t(v)].device;
       in.tracked = pred[size_t(v)].tracked && is_float(val->dtype);
-      for (double x : val->values) {
-        // (an f16/bf16 value is an f32 value; an f64 result is rounded to the input's dtype first)
-        if (is_float(in.dtype)) in.f32_bits.push_back(f32_to_bits(float(reference::round_to(x, in.dtype))));
-        else in.ints.push_back(int32_t(x));
+      for (size_t i = 0; i < val->values.size(); ++i) {
+        // (an f16/bf16 value is an f32 value; an f64 result is rounded to the input's dtype first; an i64 is read
+        // exact from `ints`)
+        if (is_float(in.dtype)) in.f32_bits.push_back(f32_to_bits(float(reference::round_to(val->values[i], in.dtype))));
+        else in.ints.push_back(val->int_at(i));
       }
       Program c = best;
       c.values[size_t(v)].def = in;
@@ -280,7 +281,7 @@ Program reduce_while(const Program& p0, const CheckOptions& opts, const ReduceGo
         float g = mode == 0 ? std::nearbyint(f) : 0.0f;
         if (std::isfinite(f) && f32_to_bits(g) != b) b = f32_to_bits(g), changed = true;
       }
-      for (int32_t& x : in.ints)
+      for (int64_t& x : in.ints)
         if (mode == 1 && x != 0 && in.dtype != DType::boolean) x = 0, changed = true;
       int n2 = node;
       if (changed && still_fails(c, &n2)) best = c, node = n2;

@@ -120,20 +120,26 @@ void map_half(TensorImpl& out, const F& f, ImplOf<In>... in) {
 
 // ---- functors ------------------------------------------------------------------------------------------------------
 template <class T>
-concept Numeric = std::same_as<T, float> || std::same_as<T, int32_t>;
+concept Integer = std::same_as<T, int32_t> || std::same_as<T, int64_t>;  // i32, i64
+template <class T>
+concept Numeric = std::same_as<T, float> || Integer<T>;
 template <class T>
 concept AnyDType = Numeric<T> || std::same_as<T, uint8_t>;
 
-// i32 arithmetic wraps (two's complement), computed in uint32_t so that overflow is defined.
-inline int32_t wrap(uint32_t v) { return int32_t(v); }
+// Integer arithmetic wraps (two's complement), computed in the unsigned type of the same width so that overflow is
+// defined (the conversion back is modular since C++20).
+template <Integer I>
+using U = std::make_unsigned_t<I>;
 
 struct Neg {
   float operator()(float x) const { return -x; }
-  int32_t operator()(int32_t x) const { return wrap(0u - uint32_t(x)); }
+  template <Integer I>
+  I operator()(I x) const { return I(U<I>(0) - U<I>(x)); }
 };
 struct Abs {
   float operator()(float x) const { return std::fabs(x); }
-  int32_t operator()(int32_t x) const { return x < 0 ? wrap(0u - uint32_t(x)) : x; }  // abs(INT_MIN) = INT_MIN
+  template <Integer I>
+  I operator()(I x) const { return x < 0 ? I(U<I>(0) - U<I>(x)) : x; }  // abs(INT_MIN) = INT_MIN
 };
 struct Exp {
   float operator()(float x) const { return std::exp(x); }
@@ -159,15 +165,18 @@ struct LogicalNot {
 
 struct Add {
   float operator()(float a, float b) const { return a + b; }
-  int32_t operator()(int32_t a, int32_t b) const { return wrap(uint32_t(a) + uint32_t(b)); }
+  template <Integer I>
+  I operator()(I a, I b) const { return I(U<I>(a) + U<I>(b)); }
 };
 struct Sub {
   float operator()(float a, float b) const { return a - b; }
-  int32_t operator()(int32_t a, int32_t b) const { return wrap(uint32_t(a) - uint32_t(b)); }
+  template <Integer I>
+  I operator()(I a, I b) const { return I(U<I>(a) - U<I>(b)); }
 };
 struct Mul {
   float operator()(float a, float b) const { return a * b; }
-  int32_t operator()(int32_t a, int32_t b) const { return wrap(uint32_t(a) * uint32_t(b)); }
+  template <Integer I>
+  I operator()(I a, I b) const { return I(U<I>(a) * U<I>(b)); }
 };
 struct Div {
   float operator()(float a, float b) const { return a / b; }
@@ -184,7 +193,8 @@ struct Maximum {
     if (a == b) return std::signbit(a) ? b : a;
     return a > b ? a : b;
   }
-  int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
+  template <Integer I>
+  I operator()(I a, I b) const { return a > b ? a : b; }
 };
 struct Minimum {
   float operator()(float a, float b) const {
@@ -193,7 +203,8 @@ struct Minimum {
     if (a == b) return std::signbit(a) ? a : b;
     return a < b ? a : b;
   }
-  int32_t operator()(int32_t a, int32_t b) const { return a < b ? a : b; }
+  template <Integer I>
+  I operator()(I a, I b) const { return a < b ? a : b; }
 };
 
 struct Eq {

@@ -78,6 +78,7 @@ inline decltype(auto) visit_dtype(DType d, F&& f) {
   switch (d) {
     case DType::f32: return f(TypeTag<float>{});
     case DType::i32: return f(TypeTag<int32_t>{});
+    case DType::i64: return f(TypeTag<int64_t>{});
     case DType::f16: return f(TypeTag<f16>{});
     case DType::bf16: return f(TypeTag<bf16>{});
     case DType::boolean: break;
@@ -90,20 +91,40 @@ inline decltype(auto) visit_dtype(DType d, F&& f) {
 // ---- conversions (op table: cast, full, arange) ------------------------------------------------------------------
 // Note [Conversions never hit undefined behaviour]
 // C++ leaves float -> int conversion of a NaN or an out-of-range value undefined, and double -> float of a value
-// beyond FLT_MAX too. crossfire defines them: f32/f64 -> i32 truncates toward zero, saturates at INT32_MIN/MAX and
-// maps NaN to 0; x -> bool is x != 0 (so NaN -> true); f64 -> f32 rounds to nearest with overflow to +-inf. Every
-// backend must produce the same bits, so the rule lives here once and the tests pin it.
+// beyond FLT_MAX too. crossfire defines them: f32/f64 -> i32 or i64 truncates toward zero, saturates at the
+// integer's MIN/MAX and maps NaN to 0; x -> bool is x != 0 (so NaN -> true); f64 -> f32 rounds to nearest with
+// overflow to +-inf; i64 -> i32 keeps the low 32 bits. Every backend must produce the same bits, so the rule lives
+// here once and the tests pin it.
+template <class I, class F>
+inline I float_to_int(F x) {
+  constexpr F kLimit = F(std::numeric_limits<I>::max()) + F(1);  // 2^31 or 2^63: exact in f32 and f64
+  if (x != x) return 0;
+  if (x >= kLimit) return std::numeric_limits<I>::max();
+  if (x < -kLimit) return std::numeric_limits<I>::min();
+  return I(x);  // in range: truncates toward zero
+}
 template <class F>
 inline int32_t float_to_i32(F x) {
-  if (x != x) return 0;
-  if (x >= F(2147483648.0)) return std::numeric_limits<int32_t>::max();
-  if (x < F(-2147483648.0)) return std::numeric_limits<int32_t>::min();
-  return int32_t(x);  // in range: truncates toward zero
+  return float_to_int<int32_t>(x);
+}
+
+// Note [i64 to a half, rounded once]
+// An i64 past 2^24 is not an f32, and past 2^53 not an f64, so converting it through either and then to f16/bf16
+// rounds twice (2^60 + 2^52 + 1 -> f64 2^60 + 2^52, a bf16 tie -> 2^60; once-rounded it is 2^60 + 2^53). Cut to 24
+// significant bits rounded to odd (the dropped bits OR-ed into the last kept one) instead: f32 then holds it exactly,
+// and rounding that to the at most 11 bits of a half is the once-rounded result (24 >= 11 + 2).
+inline float i64_to_f32_odd(int64_t x) {
+  const uint64_t mag = x < 0 ? 0 - uint64_t(x) : uint64_t(x);
+  if (mag < (uint64_t(1) << 24)) return float(x);
+  const int shift = 64 - std::countl_zero(mag) - 24;
+  const uint64_t kept = (mag >> shift) | uint64_t((mag & ((uint64_t(1) << shift) - 1)) != 0);
+  const float f = std::ldexp(float(kept), shift);  // exact: 24 bits, an exponent below 64
+  return x < 0 ? -f : f;
 }
 
 // f64 -> f32 rounded to odd: crossfire/half_bits.hpp (shared with the Vulkan backend's host code).
 
-// Converts one value of type S to type D (S, D in {float, f16, bf16, int32_t, uint8_t (bool), and double as a
+// Converts one value of type S to type D (S, D in {float, f16, bf16, int32_t, int64_t, uint8_t (bool), and double as a
 // source}). Every conversion to f16/bf16 is one rounding to nearest, ties to even, of the exact source value.
 template <class D, class S>
 inline D convert(S x) {
@@ -113,16 +134,17 @@ inline D convert(S x) {
     return convert<D>(to_f32(x));  // exact: every f16/bf16 value is an f32 value
   } else if constexpr (kIsHalf<D>) {
     if constexpr (std::is_same_v<S, float>) return from_f32<D>(x);
+    else if constexpr (std::is_same_v<S, int64_t>) return from_f32<D>(i64_to_f32_odd(x));
     else return from_f32<D>(f64_to_f32_odd(double(x)));  // double, i32 (exact in double), bool
   } else if constexpr (std::is_same_v<D, uint8_t>) {
     return uint8_t(x != S(0));
-  } else if constexpr (std::is_same_v<D, int32_t>) {
-    if constexpr (std::is_floating_point_v<S>) return float_to_i32(x);
-    else return int32_t(x);
+  } else if constexpr (std::is_same_v<D, int32_t> || std::is_same_v<D, int64_t>) {
+    if constexpr (std::is_floating_point_v<S>) return float_to_int<D>(x);
+    else return D(x);  // widening, or i64 -> i32: the low 32 bits (modular since C++20)
   } else if constexpr (std::is_same_v<S, double>) {
     return round_to_f32(x);
   } else {
-    return float(x);  // i32 -> f32 rounds to nearest (the default rounding mode); bool -> 0 or 1
+    return float(x);  // i32, i64 -> f32 round once to nearest (the default rounding mode); bool -> 0 or 1
   }
 }
 
@@ -251,7 +273,8 @@ template <class F>
 inline void visit_element_size(DType d, F&& f) {
   if (dtype_size(d) == 1) f(TypeTag<uint8_t>{});
   else if (dtype_size(d) == 2) f(TypeTag<uint16_t>{});
-  else f(TypeTag<uint32_t>{});
+  else if (dtype_size(d) == 4) f(TypeTag<uint32_t>{});
+  else f(TypeTag<uint64_t>{});
 }
 
 }  // namespace crossfire::cpu

@@ -74,19 +74,25 @@ void index_select_kernel(const KernelCall& c) {
   const TensorImpl& index = impl_of(c, param_of("index_select", "index"));
   const int axis = normalised_axis(c.args[param_of("index_select", "axis")].i, x.shape.rank());
   const int64_t dim = x.shape[axis];
-  const int32_t* idx = data_of<const int32_t>(index);
-  for (int64_t j = 0; j < index.numel; ++j)
-    if (idx[j] < 0 || idx[j] >= dim) [[unlikely]]
-      throw InvalidArgument("index_select", "index",
-                            fmt::format("value {} at position {} is out of range [0, {})", idx[j], j, dim));
-  if (c.out.numel == 0) return;
-  const AxisSplit around = split_at(x.shape, axis);  // around.len is `dim`
-  const size_t esz = dtype_size(x.dtype), chunk = size_t(around.inner) * esz;
-  const auto* in = static_cast<const char*>(x.data);
-  auto* out = static_cast<char*>(c.out.data);
-  for (int64_t r = 0; r < around.outer; ++r)
+  const auto gather = [&]<class I>(const I* idx) {  // an i32 or an i64 index
     for (int64_t j = 0; j < index.numel; ++j)
-      std::memcpy(out + size_t(r * index.numel + j) * chunk, in + size_t(r * dim + idx[j]) * chunk, chunk);
+      if (idx[j] < 0 || idx[j] >= dim) [[unlikely]]
+        throw InvalidArgument("index_select", "index",
+                              fmt::format("value {} at position {} is out of range [0, {})", idx[j], j, dim));
+    if (c.out.numel == 0) return;
+    const AxisSplit around = split_at(x.shape, axis);  // around.len is `dim`
+    const size_t esz = dtype_size(x.dtype), chunk = size_t(around.inner) * esz;
+    const auto* in = static_cast<const char*>(x.data);
+    auto* out = static_cast<char*>(c.out.data);
+    for (int64_t r = 0; r < around.outer; ++r)
+      for (int64_t j = 0; j < index.numel; ++j)
+        std::memcpy(out + size_t(r * index.numel + j) * chunk, in + size_t(r * dim + int64_t(idx[j])) * chunk,
+                    chunk);
+  };
+  if (index.dtype == DType::i64)
+    gather(data_of<const int64_t>(index));
+  else
+    gather(data_of<const int32_t>(index));
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ AxisSplit reduce_geometry(const KernelCall& c) {
 
 // ---- sum and mean --------------------------------------------------------------------------------------------------
 // f32 sums accumulate in f64 (four independent accumulators along a contiguous row, so the loop is not one long
-// dependency chain); i32 sums accumulate in uint32_t, i.e. wrap. Rows along a strided axis are summed a chunk of
+// dependency chain); i32 and i64 sums accumulate in uint32_t and uint64_t, i.e. wrap. Rows along a strided axis are summed a chunk of
 // `inner` at a time into a stack buffer, walking memory in order.
 template <class T>
 struct SumTraits;
@@ -33,6 +33,10 @@ struct SumTraits<float> {
 template <>
 struct SumTraits<int32_t> {
   using Acc = uint32_t;
+};
+template <>
+struct SumTraits<int64_t> {
+  using Acc = uint64_t;
 };
 
 template <class T, class Acc>
@@ -79,6 +83,7 @@ void sum_kernel_typed(const KernelCall& c, const Finish& finish) {
 
 void sum_kernel(const KernelCall& c) {
   if (c.out.dtype == DType::i32) sum_kernel_typed<int32_t>(c, [](uint32_t a) { return int32_t(a); });
+  else if (c.out.dtype == DType::i64) sum_kernel_typed<int64_t>(c, [](uint64_t a) { return int64_t(a); });
   else sum_kernel_typed<float>(c, [](double a) { return round_to_f32(a); });
 }
 
@@ -137,6 +142,7 @@ void max_kernel_typed(const KernelCall& c) {
 template <bool kIndex>
 void max_kernel(const KernelCall& c) {
   if (impl_of(c, 0).dtype == DType::i32) max_kernel_typed<int32_t, kIndex>(c);
+  else if (impl_of(c, 0).dtype == DType::i64) max_kernel_typed<int64_t, kIndex>(c);
   else max_kernel_typed<float, kIndex>(c);
 }
 

@@ -72,7 +72,8 @@ Broadcast broadcast_of(const Shape& o, std::initializer_list<const Shape*> input
 uint32_t bits_of(double v, DType dt) {
   switch (dt) {
     case DType::f16:
-    case DType::bf16: return 0;  // never: this backend holds no f16/bf16 tensor (Backend::dtypes())
+    case DType::bf16:
+    case DType::i64: return 0;  // never: this backend holds no f16, bf16 or i64 tensor (Backend::dtypes())
     case DType::f32: {
       const float f = round_to_f32(v);
       uint32_t u;

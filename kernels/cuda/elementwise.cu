@@ -160,6 +160,9 @@ void with_type(DType dt, F&& f) {
     case DType::boolean:
       if constexpr ((types & kBool) != 0) f(uint8_t{});
       break;
+    case DType::f16:
+    case DType::bf16:
+    case DType::i64: break;  // never: this backend holds none of these (Backend::dtypes())
   }
 }
 

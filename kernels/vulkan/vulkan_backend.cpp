@@ -734,7 +734,9 @@ VulkanBackend::VulkanBackend() {
   // f16 and bf16 tensors too: stored two to a word and converted with integer operations in the shaders, so any
   // Vulkan device computes them (Note [Halves as f32 inside a shader] in shaders/common.glsl); the kernels that
   // have f32 shaders only run them on widened copies (Note [Halves through the f32 kernels] in vulkan_kernels.cpp).
-  set_dtypes(kAnyDType);
+  // No i64 yet: its shaders would need shaderInt64, which is optional, and are not written; an i64 tensor on a
+  // Vulkan device is Unsupported, named so by dispatch.
+  set_dtypes(kAllButI64);
 }
 
 void VulkanBackend::discover() {

@@ -324,6 +324,8 @@ void fill_kernel(const KernelCall& call) {
       pattern = h | (h << 16);
       break;
     }
+    case DType::i64:  // never: this backend holds no i64 tensor (Backend::dtypes())
+      throw Unsupported(std::string(n), BackendKind::vulkan, "no i64 tensors on Vulkan");
   }
   Context& c = ctx(call);
   std::lock_guard l(c.mu);

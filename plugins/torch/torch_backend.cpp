@@ -40,6 +40,7 @@ at::ScalarType scalar_type(DType d) {
     case DType::boolean: return at::kBool;
     case DType::f16: return at::kHalf;      // IEEE binary16: the same 16 bits
     case DType::bf16: return at::kBFloat16;  // the top half of an f32: the same 16 bits
+    case DType::i64: return at::kLong;
   }
   throw BackendFailure("", Device{}, fmt::format("the torch backend has no ATen type for dtype {}", dtype_name(d)));
 }
@@ -156,14 +157,15 @@ void index_select_k(const KernelCall& c) {
                 kIndex = param("index_select", "index");
   const TensorImpl& x = *c.tensor(kX).impl();
   const int axis = normalised_axis(c.args[kAxis].i, x.shape.rank());
-  at::Tensor index = input(c, kIndex);
-  // The contract: an index out of range is InvalidArgument, found before anything is written.
-  const int32_t* idx = index.data_ptr<int32_t>();
+  // The contract: an index out of range is InvalidArgument, found before anything is written (ATen would raise its
+  // own error). The index is i32 or i64; ATen wants i64.
+  at::Tensor index = input(c, kIndex).to(at::kLong);
+  const int64_t* idx = index.data_ptr<int64_t>();
   for (int64_t j = 0; j < index.numel(); ++j)
     if (idx[j] < 0 || idx[j] >= x.shape[axis])
       throw InvalidArgument("index_select", "index", fmt::format("value {} at position {} is out of range [0, {})",
                                                                  idx[j], j, x.shape[axis]));
-  store(c, at::index_select(aten(x), axis, index.to(at::kLong)));
+  store(c, at::index_select(aten(x), axis, index));
 }
 
 void softmax_k(const KernelCall& c) { store(c, at::softmax(input(c, 0), c.args[param("softmax", "axis")].i)); }
@@ -191,7 +193,7 @@ class TorchBackend final : public Backend {
     // One ATen thread: campaign workers are forked from the process that loaded the plug-in, and an OpenMP pool
     // started before a fork does not survive it. A worker per core (--jobs) is crossfire's parallelism.
     at::set_num_threads(1);
-    set_dtypes(kAnyDType);  // f16 and bf16 where ATen's CPU operators have them (guarded: Unsupported elsewhere)
+    set_dtypes(kAnyDType);  // f16, bf16 and i64 where ATen's CPU operators have them (guarded: Unsupported elsewhere)
     // ATen's bf16 matmul on the CPU rounds every partial sum to bf16 (a campaign found it: 748*748 - 428*4 - 104*14
     // = 556,336 came out as 561,152); declared, so it is held to that bound (docs/your-backend.md).
     set_accumulates_in_dtype("matmul", {DType::bf16});

@@ -106,6 +106,33 @@ TEST(ProgramFormat, HalfPrecisionInputsRoundTripAndOldFilesStillRead) {
   EXPECT_EQ(v1.num_nodes(), 1) << "version 1 files are still read";
 }
 
+// Version 3 added i64: every 64-bit value round-trips in decimal, the extremes included; a version 2 file naming
+// i64 is refused, naming the dtype and the version; a value past 64 bits is refused, naming it.
+TEST(ProgramFormat, I64InputsRoundTripAndNeedVersion3) {
+  const std::string text =
+      "crossfire-program 3\ninput %0 i64 [5] cpu:0 = -9223372036854775808 9223372036854775807 9007199254740993 0 -1\n"
+      "node %1 cast x=%0 dtype=f32\nnode %2 full shape=[1] value=0x1p+62 dtype=i64 device=cpu:0\n";
+  const Program p = parse_program(text);
+  ASSERT_EQ(p.values[0].input().dtype, DType::i64);
+  EXPECT_EQ(p.values[0].input().ints,
+            (std::vector<int64_t>{INT64_MIN, INT64_MAX, (int64_t(1) << 53) + 1, 0, -1}));
+  const std::string printed = print_program(p);
+  EXPECT_NE(printed.find("crossfire-program 3\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("= -9223372036854775808 9223372036854775807 9007199254740993 0 -1"), std::string::npos)
+      << printed;
+  EXPECT_EQ(parse_program(printed), p);
+  expect_parse_error("crossfire-program 2\ninput %0 i64 [1] cpu:0 = 1\n", 2, 10,
+                     "dtype `i64` needs format version 3 (this file says version 2, whose dtypes are f32, i32, bool, "
+                     "f16, bf16)");
+  expect_parse_error("crossfire-program 2\nnode %0 zeros shape=[1] dtype=i64 device=cpu:0\n", 2, 0,
+                     "dtype `i64` needs format version 3");
+  expect_parse_error("crossfire-program 3\ninput %0 i64 [1] cpu:0 = 9223372036854775808\n", 2, 26,
+                     "integer `9223372036854775808` is out of range (64-bit)");
+  expect_parse_error("crossfire-program 3\ninput %0 i32 [1] cpu:0 = 2147483648\n", 2, 26, "i32 value 2147483648 is out of range");
+  expect_parse_error("crossfire-program 3\ninput %0 i65 [1] cpu:0 = 1\n", 2, 10,
+                     "unknown dtype `i65` (f32, i32, bool, f16, bf16, i64)");
+}
+
 // rand and randn took no dtype before 2026-12-03: such a file reads as f32, and prints with the dtype written.
 TEST(ProgramFormat, RandomOpsWithoutADtypeReadAsF32) {
   const Program old = parse_program(
@@ -122,7 +149,7 @@ TEST(ProgramFormat, RandomOpsWithoutADtypeReadAsF32) {
 
 TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
   expect_parse_error("", 1, 1, "empty program");
-  expect_parse_error("crossfire-program 3\n", 1, 0, "unsupported format version 3");
+  expect_parse_error("crossfire-program 4\n", 1, 0, "unsupported format version 4");
   // Version 2 added f16 and bf16: a version 1 file naming them is refused, naming the dtype; their values must be
   // values of the dtype.
   expect_parse_error("crossfire-program 1\ninput %0 f16 [1] cpu:0 = 1\n", 2, 10, "dtype `f16` needs format version 2");

@@ -99,22 +99,30 @@ TEST(Generator, AnOpDrawIsStableWhenAnOpIsAddedOrRemoved) {
   }
 }
 
-// The same for dtypes: f16 and bf16 joined the table after the corpora were grown; a draw that picked f32, i32 or
-// bool before them picks it still, unless one of them now wins it.
+// The same for dtypes: f16 and bf16 joined the table after the corpora were grown, and i64 after them; a draw that
+// picked a dtype before one joined picks it still, unless the new one now wins it (about 1/n of the draws for the
+// n-th dtype).
 TEST(Generator, ADTypeDrawIsStableWhenADTypeIsAdded) {
-  int changed = 0;
-  for (int64_t w = 0; w < 65536; ++w) {
-    FixedChoice a(w), b(w);
-    const DType now = draw_dtype(a, kAnyDType);
-    const DType before = draw_dtype(b, kClassicDTypes);
-    if (is_half(now)) {
-      ++changed;
-    } else {
-      ASSERT_EQ(now, before) << w;
+  struct Step {
+    DTypeSet before, now;
+    int added;  // how many dtypes `now` adds
+  };
+  for (const Step& step : {Step{kClassicDTypes, kAllButI64, 2}, Step{kAllButI64, kAnyDType, 1}}) {
+    int changed = 0, n = 0;
+    for (DType d : kAllDTypes) n += step.now.contains(d);
+    for (int64_t w = 0; w < 65536; ++w) {
+      FixedChoice a(w), b(w);
+      const DType now = draw_dtype(a, step.now);
+      const DType before = draw_dtype(b, step.before);
+      if (!step.before.contains(now)) {
+        ++changed;
+      } else {
+        ASSERT_EQ(now, before) << w << " among " << step.now.str();
+      }
     }
+    EXPECT_GT(changed, 65536 * step.added / n * 2 / 3) << step.added << " of " << n << " dtypes win about that share";
+    EXPECT_LT(changed, 65536 * step.added / n * 3 / 2);
   }
-  EXPECT_GT(changed, 65536 * 2 / 5 * 2 / 3) << "two of five dtypes win about 2/5 of the draws";
-  EXPECT_LT(changed, 65536 * 2 / 5 * 3 / 2);
 }
 
 TEST(Generator, MismatchesAppearAtEveryKindOfPosition) {

@@ -77,10 +77,18 @@ static_assert(sizeof(Device) == 2);
 // a result past the dtype's largest finite value by half an ulp or more becomes infinity (overflow to infinity is
 // a result, never an error). Contract section 6's bound for them: the op's own k at f32's eps (the arithmetic is
 // f32's) plus one rounding at the output dtype's eps (docs/contract.md, "Half precision").
-enum class DType : uint8_t { f32 = 0, i32 = 1, boolean = 2, f16 = 3, bf16 = 4 };
-inline constexpr int kNumDTypes = 5;
-inline constexpr std::array<DType, kNumDTypes> kAllDTypes = {DType::f32, DType::i32, DType::boolean, DType::f16,
-                                                             DType::bf16};
+//
+// Note [64-bit integers]
+// i64 is two's complement like i32: add, sub, mul, neg, abs and sum wrap; a float cast to i64 truncates toward
+// zero, saturates at INT64_MIN/INT64_MAX and sends NaN to 0; an i64 cast to a float dtype is rounded once, to
+// nearest (ties to even), from the exact integer (never through an intermediate rounding to f64, which would round
+// twice: 2^60 + 2^52 + 1 is not 2^60 in bf16); an i64 cast to i32 keeps the low 32 bits, as C++ and every
+// framework do. argmax gives i32 whatever it reads (every index fits: the element bound), and index_select takes
+// an i32 or an i64 index.
+enum class DType : uint8_t { f32 = 0, i32 = 1, boolean = 2, f16 = 3, bf16 = 4, i64 = 5 };
+inline constexpr int kNumDTypes = 6;
+inline constexpr std::array<DType, kNumDTypes> kAllDTypes = {DType::f32, DType::i32, DType::boolean,
+                                                             DType::f16, DType::bf16, DType::i64};
 
 constexpr std::string_view dtype_name(DType d) {
   switch (d) {
@@ -89,23 +97,26 @@ constexpr std::string_view dtype_name(DType d) {
     case DType::boolean: return "bool";
     case DType::f16: return "f16";
     case DType::bf16: return "bf16";
+    case DType::i64: return "i64";
   }
   return "?";
 }
-// bool is stored as one byte holding 0 or 1; f16 and bf16 as their 16 bits.
+// bool is stored as one byte holding 0 or 1; f16 and bf16 as their 16 bits; i64 as 8 bytes.
 // Each of these is one shift of a constant (4 bits per dtype for the size, 1 for the classes): they run in every
 // tensor's construction and every dispatch, which must not slow down as dtypes are added.
 constexpr size_t dtype_size(DType d) {
   static_assert(kNumDTypes <= 8);
-  constexpr uint32_t kSizes = 4u | 4u << 4 | 1u << 8 | 2u << 12 | 2u << 16;  // f32 i32 bool f16 bf16
+  constexpr uint32_t kSizes = 4u | 4u << 4 | 1u << 8 | 2u << 12 | 2u << 16 | 8u << 20;  // f32 i32 bool f16 bf16 i64
   return (kSizes >> (4 * unsigned(d))) & 0xfu;
 }
 constexpr bool is_float(DType d) { return (0b11001u >> unsigned(d)) & 1u; }  // f32, f16, bf16
 constexpr bool is_half(DType d) { return (0b11000u >> unsigned(d)) & 1u; }   // f16, bf16
 static_assert(dtype_size(DType::f32) == 4 && dtype_size(DType::i32) == 4 && dtype_size(DType::boolean) == 1 &&
-              dtype_size(DType::f16) == 2 && dtype_size(DType::bf16) == 2);
+              dtype_size(DType::f16) == 2 && dtype_size(DType::bf16) == 2 && dtype_size(DType::i64) == 8);
 static_assert(is_float(DType::f32) && is_float(DType::f16) && is_float(DType::bf16) && !is_float(DType::i32) &&
-              !is_float(DType::boolean) && is_half(DType::f16) && is_half(DType::bf16) && !is_half(DType::f32));
+              !is_float(DType::boolean) && !is_float(DType::i64) && is_half(DType::f16) && is_half(DType::bf16) &&
+              !is_half(DType::f32) && !is_half(DType::i64));
+constexpr bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
 DType parse_dtype(std::string_view text);  // throws InvalidArgument
 
 // f64 -> f32 rounded to nearest (ties to even), a value at or past FLT_MAX + half an ulp becoming the infinity of its
@@ -130,12 +141,15 @@ struct DTypeSet {
   std::string str() const;  // "f32|i32"
 };
 inline constexpr DTypeSet kFloat{DType::f32, DType::f16, DType::bf16};
-inline constexpr DTypeSet kNumeric{DType::f32, DType::i32, DType::f16, DType::bf16};
+inline constexpr DTypeSet kNumeric{DType::f32, DType::i32, DType::f16, DType::bf16, DType::i64};
 inline constexpr DTypeSet kBool{DType::boolean};
-inline constexpr DTypeSet kInt{DType::i32};
-inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean, DType::f16, DType::bf16};
-// What a backend computes unless it says more (Backend::dtypes()): the dtypes crossfire had before f16 and bf16.
+inline constexpr DTypeSet kInt{DType::i32, DType::i64};
+inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean, DType::f16, DType::bf16, DType::i64};
+// What a backend computes unless it says more (Backend::dtypes()): the dtypes crossfire had before f16, bf16 and
+// i64.
 inline constexpr DTypeSet kClassicDTypes{DType::f32, DType::i32, DType::boolean};
+// Every dtype but i64: what a backend without 64-bit integers computes (Vulkan without shaderInt64).
+inline constexpr DTypeSet kAllButI64{DType::f32, DType::i32, DType::boolean, DType::f16, DType::bf16};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes

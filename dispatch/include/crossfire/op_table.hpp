@@ -361,9 +361,9 @@ inline constexpr auto kOpTable = [] {
        kShape, Attr("seed", R::int_attr), DTypeAttr(kFloat), kDeviceAttr),
 
     // ---- unary ---------------------------------------------------------------------------------------------------
-    unary("neg", kNumeric, bw::neg, kExact, "-x (i32 wraps)."),
+    unary("neg", kNumeric, bw::neg, kExact, "-x (integers wrap)."),
     piecewise(unary("abs", kNumeric, bw::abs, kExact,
-                    "|x| (i32: abs(INT_MIN) wraps to INT_MIN). Gradient: sign(x) * g, 0 at x = 0 and at NaN."),
+                    "|x| (integers: abs(INT_MIN) wraps to INT_MIN). Gradient: sign(x) * g, 0 at x = 0 and at NaN."),
               Kink::at_zero),
     unary("exp", kFloat, bw::exp, kTranscendental, "e^x."),
     unary("log", kFloat, bw::log, kTranscendental, "Natural log; domain x > 0.", D::positive),
@@ -380,9 +380,9 @@ inline constexpr auto kOpTable = [] {
        T("x", kFloat), Attr("min", R::float_attr), Attr("max", R::float_attr)), 1, 0), Kink::at_attributes),
 
     // ---- binary, numpy broadcasting --------------------------------------------------------------------------------
-    binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (i32 wraps)."),
-    binary("sub", kNumeric, bw::sub, kOneRounding, "lhs - rhs (i32 wraps)."),
-    binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (i32 wraps)."),
+    binary("add", kNumeric, bw::add, kOneRounding, "lhs + rhs (integers wrap)."),
+    binary("sub", kNumeric, bw::sub, kOneRounding, "lhs - rhs (integers wrap)."),
+    binary("mul", kNumeric, bw::mul, kOneRounding, "lhs * rhs (integers wrap)."),
     binary("div", kFloat, bw::div, kOneRounding, "lhs / rhs; domain rhs != 0.", D::non_zero),
     binary("pow", kFloat, bw::pow, ErrorBound{16, 0, false}, "lhs ^ rhs; domain lhs > 0.", D::any, D::positive),
     piecewise(binary("maximum", kNumeric, bw::maximum, kExact,
@@ -413,14 +413,15 @@ inline constexpr auto kOpTable = [] {
                    T("b", kAnyDType, G::differentiable, D::any, 1)),
                 3, 1),
     elementwise(op("cast", OpFamily::cast, rules::cast, nullptr, kExact,
-       "Converts to dtype. f32 -> i32 truncates toward zero and saturates (NaN -> 0); x -> bool is x != 0. "
+       "Converts to dtype. A float -> i32/i64 truncates toward zero and saturates (NaN -> 0); i64 -> i32 keeps the "
+       "low 32 bits; an integer -> float rounds once to nearest even; x -> bool is x != 0. "
        "Not differentiable: a tracked input raises AutodiffError (detach it first), since a silent cast would cut "
        "the gradient.",
        T("x", kAnyDType, G::forbidden), kDTypeAttr),
                 1, 1),
 
     // ---- reductions: over one axis, or all elements when axis is absent --------------------------------------------
-    defined_on_empty(reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (i32 wraps; empty: 0).")),
+    defined_on_empty(reduction("sum", kNumeric, rules::reduce, bw::sum, kReduction, "Sum (integers wrap; empty: 0).")),
     defined_on_empty(reduction("mean", kFloat, rules::reduce, bw::mean, kReduction, "Arithmetic mean (empty: NaN).")),
     piecewise(reduction("max", kNumeric, rules::reduce, bw::max, kExact,
               "Maximum; NaN if any element is NaN; the gradient goes to the first maximal element (argmax's)."),
@@ -448,7 +449,7 @@ inline constexpr auto kOpTable = [] {
        "Concatenates along axis; all tensors share dtype and every other dim.",
        ParamDef{"tensors", R::tensor_list, kAnyDType, 0, G::differentiable, D::any}, kAxis),
     op("index_select", OpFamily::index_select, rules::index_select, bw::index_select, kExact,
-       "Picks entries index[j] along axis; index is 1-D i32 with values in [0, dim). An index out of range is "
+       "Picks entries index[j] along axis; index is 1-D i32 or i64 with values in [0, dim). An index out of range is "
        "found by the kernel (it is data, not metadata) and raises InvalidArgument after the output was allocated.",
        T("x", kAnyDType), kAxis, T("index", kInt, G::constant, D::index)),
 

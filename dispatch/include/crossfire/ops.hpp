@@ -55,6 +55,9 @@ inline Tensor from_data(std::span<const float> v, IntList shape, Device d) {
 inline Tensor from_data(std::span<const int32_t> v, IntList shape, Device d) {
   return from_bytes({reinterpret_cast<const uint8_t*>(v.data()), v.size_bytes()}, shape, DType::i32, d);
 }
+inline Tensor from_data(std::span<const int64_t> v, IntList shape, Device d) {
+  return from_bytes({reinterpret_cast<const uint8_t*>(v.data()), v.size_bytes()}, shape, DType::i64, d);
+}
 inline Tensor from_bool(std::span<const uint8_t> v, IntList shape, Device d) {
   return from_bytes(v, shape, DType::boolean, d);
 }

@@ -117,9 +117,11 @@ class Tensor {
   // A copy with no autodiff history (same device, same values).
   Tensor detach() const;
 
-  // Values out, converted to the C++ type (f32 -> float, i32 -> int32_t, bool -> uint8_t). Synchronises.
+  // Values out, in the C++ type of the dtype (f32 -> float, i32 -> int32_t, i64 -> int64_t, bool -> uint8_t); the
+  // tensor must have that dtype. Synchronises.
   std::vector<float> to_f32() const;
   std::vector<int32_t> to_i32() const;
+  std::vector<int64_t> to_i64() const;
   std::vector<uint8_t> to_bool() const;
   // Raw bytes in dtype layout.
   std::vector<uint8_t> to_host_bytes() const;

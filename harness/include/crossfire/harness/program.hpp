@@ -67,7 +67,7 @@ struct InputDef {
   Device device;
   bool tracked = false;             // requires_grad (f32 only)
   std::vector<uint32_t> f32_bits;   // f32, f16, bf16: the values as f32 bits (every f16/bf16 value is an f32 value)
-  std::vector<int32_t> ints;        // i32, and bool as 0/1
+  std::vector<int64_t> ints;        // i32, i64, and bool as 0/1 (each within its dtype's range)
   friend bool operator==(const InputDef&, const InputDef&) = default;
 };
 
@@ -91,7 +91,8 @@ struct Value {
 static_assert(std::is_nothrow_move_constructible_v<Value>);
 
 struct Program {
-  static constexpr int kFormatVersion = 2;  // 2: dtypes f16 and bf16; version 1 files are still read
+  // 2: dtypes f16 and bf16; 3: i64. Files of every earlier version are still read (with the dtypes they knew).
+  static constexpr int kFormatVersion = 3;
   std::vector<Value> values;        // value i is `%i`; arguments only refer to earlier values
   std::optional<int> backward_of;   // run reverse mode from this value (seed: ones), checking gradients
   friend bool operator==(const Program&, const Program&) = default;
