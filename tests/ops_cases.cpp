@@ -363,7 +363,10 @@ void reduce(Gen& g) {
   };
   std::vector<S> cases = {{{}, std::nullopt}, {{5}, std::nullopt}, {{5}, 0},        {{2, 3}, 0},
                           {{2, 3}, -1},       {{2, 3, 4}, 1},      {{2, 3, 4}, -3}, {{2, 3, 4}, std::nullopt},
-                          {{1, 7}, 1},        {{0, 3}, 1}};
+                          {{1, 7}, 1},        {{0, 3}, 1},
+                          // Rows long enough that a backend may split them (Vulkan: a workgroup per row, partial
+                          // results combined by a tree), contiguous and strided.
+                          {{2, 1100}, -1},    {{1100, 2}, 0}};
   if (!picks) {
     cases.push_back({{0, 3}, 0});
     cases.push_back({{0, 3}, std::nullopt});

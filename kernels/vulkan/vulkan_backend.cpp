@@ -734,9 +734,9 @@ VulkanBackend::VulkanBackend() {
   // f16 and bf16 tensors too: stored two to a word and converted with integer operations in the shaders, so any
   // Vulkan device computes them (Note [Halves as f32 inside a shader] in shaders/common.glsl); the kernels that
   // have f32 shaders only run them on widened copies (Note [Halves through the f32 kernels] in vulkan_kernels.cpp).
-  // No i64 yet: its shaders would need shaderInt64, which is optional, and are not written; an i64 tensor on a
-  // Vulkan device is Unsupported, named so by dispatch.
-  set_dtypes(kAllButI64);
+  // i64 too, as two 32-bit words computed with 32-bit integer operations (Note [i64 as two words] in
+  // shaders/common.glsl): no shaderInt64 needed, so again any device.
+  set_dtypes(kAnyDType);
 }
 
 void VulkanBackend::discover() {

@@ -59,12 +59,15 @@ void check_row_length(const KernelCall& call, int64_t len) {
 }
 
 // A data-movement shader's dtype code: only the width matters (f32 and i32 are both whole words), so they share one
-// pipeline; bool, f16 and bf16 are packed (shaders/packed_main.glsl).
-int32_t packed_code(DType dt) { return dt == DType::boolean || is_half(dt) ? int32_t(dt) : CF_F32; }
+// pipeline; bool, f16 and bf16 are packed (shaders/packed_main.glsl), i64 is two words an element.
+int32_t packed_code(DType dt) {
+  return dt == DType::boolean || is_half(dt) || dt == DType::i64 ? int32_t(dt) : CF_F32;
+}
 uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
 // Invocations for a kernel that writes `out` one whole word per invocation (a bool word holds four elements, an f16
-// or bf16 word two), so that no two invocations share a word.
+// or bf16 word two, an i64 element two words), so that no two invocations share a word.
 uint64_t words_of(const TensorImpl& out) {
+  if (out.dtype == DType::i64) return 2 * uint64_t(out.numel);
   const uint64_t k = elements_per_word(out.dtype);
   return (uint64_t(out.numel) + k - 1) / k;
 }
@@ -227,7 +230,8 @@ void elementwise_kernel(const KernelCall& call) {
   p.a = call.float_attr_f32(0);
   p.b = call.float_attr_f32(1);
   const bool f64 = code == CF_POW && ctx(call).has_f64;
-  const uint64_t items = words_of(out);
+  // An i64 output: one invocation an element, writing its two words (elementwise.comp, WIDE_OUT).
+  const uint64_t items = out.dtype == DType::i64 ? uint64_t(out.numel) : words_of(out);
   run(call, elementwise_module(code, f64), {code, int32_t(dt_in), int32_t(out.dtype)},
       {A(out), A(*ins[0]), ins[1] ? A(*ins[1]) : nullptr, ins[2] ? A(*ins[2]) : nullptr}, &p, sizeof p,
       groups(items, 256));
@@ -303,6 +307,12 @@ uint32_t to_i32_saturating(double v) {
   if (v <= -2147483648.0) return 0x80000000u;
   return uint32_t(int32_t(v));
 }
+int64_t to_i64_saturating(double v) {  // Note [64-bit integers] (device.hpp): truncate, saturate, NaN -> 0
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p63) return INT64_MAX;
+  if (v <= -0x1p63) return INT64_MIN;
+  return int64_t(v);
+}
 
 void fill_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
@@ -324,8 +334,18 @@ void fill_kernel(const KernelCall& call) {
       pattern = h | (h << 16);
       break;
     }
-    case DType::i64:  // never: this backend holds no i64 tensor (Backend::dtypes())
-      throw Unsupported(std::string(n), BackendKind::vulkan, "no i64 tensors on Vulkan");
+    case DType::i64: {
+      const int64_t x = to_i64_saturating(v);
+      if (x == 0 || x == -1) {  // both words alike: one fill
+        pattern = uint32_t(x);
+        break;
+      }
+      std::vector<int64_t> values(size_t(out.numel), x);  // two words unlike: written from the host
+      Context& c = ctx(call);
+      std::lock_guard l(c.mu);
+      c.write(*A(out), values.data(), out.nbytes);
+      return;
+    }
   }
   Context& c = ctx(call);
   std::lock_guard l(c.mu);
@@ -337,7 +357,7 @@ void arange_kernel(const KernelCall& call) {
   if (out.numel == 0) return;
   const double start = call.args[0].f, step = call.args[2].f;
   Context& c = ctx(call);
-  if (c.has_f64 && !is_half(out.dtype)) {
+  if (c.has_f64 && (out.dtype == DType::f32 || out.dtype == DType::i32)) {
     struct {
       uint32_t n, pad;
       double start, step;
@@ -345,8 +365,8 @@ void arange_kernel(const KernelCall& call) {
     run(call, "arange_f64", {int32_t(out.dtype)}, {A(out)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
     return;
   }
-  // No shaderFloat64 on this device, or a half dtype (the shader writes whole words): the values are computed in
-  // f64 on the host, as the op table defines them, and rounded once to the dtype.
+  // No shaderFloat64 on this device, or a dtype the shader does not write (a half, an i64): the values are computed
+  // in f64 on the host, as the op table defines them, and rounded once to the dtype.
   std::vector<uint8_t> bytes(out.nbytes);
   for (size_t i = 0; i < size_t(out.numel); ++i) {
     volatile double prod = double(i) * step;  // two roundings, as in the shader (no contraction into an fma)
@@ -357,6 +377,9 @@ void arange_kernel(const KernelCall& call) {
     } else if (out.dtype == DType::f32) {
       const float f = float(x);
       std::memcpy(&bytes[4 * i], &f, 4);
+    } else if (out.dtype == DType::i64) {
+      const int64_t v = to_i64_saturating(std::trunc(x));
+      std::memcpy(&bytes[8 * i], &v, 8);
     } else {
       const uint32_t v = to_i32_saturating(std::trunc(x));
       std::memcpy(&bytes[4 * i], &v, 4);
@@ -551,8 +574,8 @@ void cat_kernel(const KernelCall& call) {
       p.word_begin = uint32_t(first / k);
       p.word_end = uint32_t((last + k - 1) / k);
       p.out_n = uint32_t(out.numel);
-      run(call, "cat", {packed_code(out.dtype)}, {A(out), A(t)}, &p, sizeof p,
-          groups(k > 1 ? p.word_end - p.word_begin : p.n, 256));
+      const uint64_t items = out.dtype == DType::i64 ? 2 * uint64_t(p.n) : k > 1 ? p.word_end - p.word_begin : p.n;
+      run(call, "cat", {packed_code(out.dtype)}, {A(out), A(t)}, &p, sizeof p, groups(items, 256));
     }
     off += d;
   }
@@ -566,24 +589,27 @@ void index_select_kernel(const KernelCall& call) {
   AxisSplit a = split_at(x.shape, int(axis));
   // Indices are data, not metadata: reading them is the one synchronisation a kernel does (op table doc).
   if (index.numel > 0) {
-    std::vector<int32_t> idx(size_t(index.numel));
-    {
-      Context& c = ctx(call);
-      std::lock_guard l(c.mu);
-      c.read(*A(index), idx.data(), index.nbytes, call.op.name);
-    }
-    for (size_t j = 0; j < idx.size(); ++j)
-      if (idx[j] < 0 || idx[j] >= a.len)
-        throw InvalidArgument(std::string(call.op.name), "index",
-                              fmt::format("entry {} is {}, out of range [0, {}) for axis {} of x {}", j, idx[j], a.len,
-                                          axis, x.shape.str()));
+    auto check = [&]<typename I>(std::vector<I> idx) {  // i32 or i64
+      {
+        Context& c = ctx(call);
+        std::lock_guard l(c.mu);
+        c.read(*A(index), idx.data(), index.nbytes, call.op.name);
+      }
+      for (size_t j = 0; j < idx.size(); ++j)
+        if (idx[j] < 0 || idx[j] >= a.len)
+          throw InvalidArgument(std::string(call.op.name), "index",
+                                fmt::format("entry {} is {}, out of range [0, {}) for axis {} of x {}", j, idx[j],
+                                            a.len, axis, x.shape.str()));
+    };
+    if (index.dtype == DType::i64) check(std::vector<int64_t>(size_t(index.numel)));
+    else check(std::vector<int32_t>(size_t(index.numel)));
   }
   if (out.numel == 0) return;
   struct {
     uint32_t n, inner, j, d;
   } p{uint32_t(out.numel), uint32_t(a.inner), uint32_t(index.numel), uint32_t(a.len)};
   const uint64_t items = words_of(out);
-  run(call, "index_select", {packed_code(out.dtype)}, {A(out), A(x), A(index)}, &p, sizeof p,
+  run(call, "index_select", {packed_code(out.dtype), int32_t(index.dtype)}, {A(out), A(x), A(index)}, &p, sizeof p,
       groups(items, 256));
 }
 

@@ -148,7 +148,7 @@ inline constexpr DTypeSet kAnyDType{DType::f32, DType::i32, DType::boolean, DTyp
 // What a backend computes unless it says more (Backend::dtypes()): the dtypes crossfire had before f16, bf16 and
 // i64.
 inline constexpr DTypeSet kClassicDTypes{DType::f32, DType::i32, DType::boolean};
-// Every dtype but i64: what a backend without 64-bit integers computes (Vulkan without shaderInt64).
+// Every dtype but i64: for a backend without 64-bit integers (and the dtypes before i64, 2026-12-04).
 inline constexpr DTypeSet kAllButI64{DType::f32, DType::i32, DType::boolean, DType::f16, DType::bf16};
 
 // ---------------------------------------------------------------------------------------------------------------

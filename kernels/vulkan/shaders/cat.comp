@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
 // One input of cat: the output is [outer, total, inner]; this input fills axis slots [off, off + d) of it.
-// 4-byte dtypes scatter one element per invocation. Bool packs four elements per word, f16 and bf16 two, and two
+// 4-byte dtypes scatter one element per invocation, i64 one word per invocation. Bool packs four elements per word, f16 and bf16 two, and two
 // inputs may share a word, so each invocation owns one output word and rewrites only the elements of this input's
 // slots (the dispatches of one cat are ordered by barriers).
 #include "common.glsl"
@@ -21,6 +21,15 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
+  if (DT == CF_I64) {  // two words an element (Note [i64 as two words]), one invocation each
+    uint w = flat_index();
+    if (w < 2u * p.n) {
+      uint i = w >> 1, slab = p.d * p.inner;
+      uint outer = i / slab, rest = i % slab;
+      o_[2u * ((outer * p.total + p.off) * p.inner + rest) + (w & 1u)] = a_[w];
+    }
+    return;
+  }
   const uint k = per_word(DT);
   if (k == 1u) {
     uint slab = p.d * p.inner;

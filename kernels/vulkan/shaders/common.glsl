@@ -59,6 +59,29 @@ uint element_mask(int dt) { return dt == CF_BOOL ? 0xffu : (dt == CF_F16 || dt =
   ((dt) == CF_BOOL ? byte_at(buf[(i) >> 2], (i))                                                           \
                    : ((dt) == CF_F16 || (dt) == CF_BF16) ? widen((dt), half_at(buf[(i) >> 1], (i))) : buf[(i)])
 
+// Note [i64 as two words]
+// An i64 element is two 32-bit words, the low one first (little-endian, as the host writes it), handled as a uvec2
+// (x: low, y: high) with 32-bit integer operations only: carries and borrows by uaddCarry/usubBorrow, products by
+// umulExtended, signed order on the high word first. So no shaderInt64 is needed, and any device computes i64.
+#define LOAD64(buf, i) uvec2(buf[2u * (i)], buf[2u * (i) + 1u])
+uvec2 add64(uvec2 a, uvec2 b) {
+  uint carry;
+  const uint lo = uaddCarry(a.x, b.x, carry);
+  return uvec2(lo, a.y + b.y + carry);
+}
+uvec2 sub64(uvec2 a, uvec2 b) {
+  uint borrow;
+  const uint lo = usubBorrow(a.x, b.x, borrow);
+  return uvec2(lo, a.y - b.y - borrow);
+}
+uvec2 neg64(uvec2 a) { return sub64(uvec2(0u), a); }  // wraps: -INT64_MIN is INT64_MIN
+uvec2 mul64(uvec2 a, uvec2 b) {  // the low 64 bits of the product: the same for signed and unsigned operands
+  uint hi, lo;
+  umulExtended(a.x, b.x, hi, lo);
+  return uvec2(lo, hi + a.x * b.y + a.y * b.x);
+}
+bool less64(uvec2 a, uvec2 b) { return int(a.y) < int(b.y) || (a.y == b.y && a.x < b.x); }
+
 bool is_nan(uint b) { return (b & 0x7fffffffu) > 0x7f800000u; }
 // A key whose integer order is the float order of non-NaN values; -0 and +0 share key 0.
 int fkey(uint b) {

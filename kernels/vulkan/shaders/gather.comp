@@ -15,14 +15,14 @@ layout(push_constant) uniform Params {
   uint stride[6];
 } p;
 
-uint element(uint i) {
+uint source(uint i) {
   uint off = p.base, rem = i;
   for (int d = int(p.rank) - 1; d >= 0; --d) {
     uint c = rem % p.shape[d];
     rem /= p.shape[d];
     off += c * p.stride[d];
   }
-  return BITS(a_, DT, off);
+  return off;
 }
 
 #include "packed_main.glsl"

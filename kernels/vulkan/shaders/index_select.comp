@@ -6,6 +6,7 @@
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int DT = CF_F32;
+layout(constant_id = 1) const int DT_INDEX = CF_I32;  // i32 or i64 (its low word: the host checked the range)
 
 layout(push_constant) uniform Params {
   uint n;
@@ -14,11 +15,11 @@ layout(push_constant) uniform Params {
   uint d;
 } p;
 
-uint element(uint i) {
+uint source(uint i) {
   uint ii = i % p.inner, q = i / p.inner;
   uint jj = q % p.j, outer = q / p.j;
-  uint idx = min(b_[jj], p.d - 1u);
-  return BITS(a_, DT, (outer * p.d + idx) * p.inner + ii);
+  uint idx = min(DT_INDEX == CF_I64 ? b_[2u * jj] : b_[jj], p.d - 1u);
+  return (outer * p.d + idx) * p.inner + ii;
 }
 
 #include "packed_main.glsl"

@@ -6,6 +6,7 @@ const int CF_I32 = 1;
 const int CF_BOOL = 2;
 const int CF_F16 = 3;
 const int CF_BF16 = 4;
+const int CF_I64 = 5;
 
 // elementwise.comp (CF_OP: each code is a module of its own, elementwise_<code>; kernels/vulkan/CMakeLists.txt)
 const int CF_NEG = 1;

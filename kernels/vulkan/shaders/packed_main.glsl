@@ -1,8 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// main() of a data-movement shader whose element(i) gives the stored bits of output element i (BITS in
-// common.glsl) and whose output has dtype DT: elements narrower than a word (bool: 4 to a word, f16 and bf16: 2)
-// are packed, and each invocation writes one whole word, so no two invocations share one.
+// main() of a data-movement shader whose source(i) gives the element of the input that output element i copies,
+// and whose output has dtype DT: elements narrower than a word (bool: 4 to a word, f16 and bf16: 2) are packed,
+// and each invocation writes one whole word, so no two invocations share one; an i64 element is two words (Note
+// [i64 as two words]), one invocation each.
+uint element(uint i) { return BITS(a_, DT, source(i)); }
+
 void main() {
+  if (DT == CF_I64) {
+    uint w = flat_index();
+    if (w < 2u * p.n) o_[w] = a_[2u * source(w >> 1) + (w & 1u)];
+    return;
+  }
   const uint k = per_word(DT);
   if (k == 1u) {
     uint i = flat_index();
