@@ -10,6 +10,7 @@
 //   bench_kernels [google benchmark flags] [--crossfire_check_args]
 // --crossfire_check_args builds every case, validates it, runs each supported one once at the small and medium
 // sizes, and exits non-zero if the generator produced arguments dispatch rejects (ctest bench.kernel_args).
+#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -101,6 +102,9 @@ std::vector<Device> bench_devices() {
   return out;
 }
 
+// The dtypes benchmarked beside f32 (at the large size), where an op takes them and a backend computes them.
+constexpr std::array kOtherDTypes = {DType::f16, DType::bf16, DType::i64};
+
 void register_kernel(OpId id, Device d, SizeClass s, DType dt) {
   // f32 is the unsuffixed name; another dtype is appended ("kernel/add/cpu/large/f16").
   std::string name = fmt::format("kernel/{}/{}/{}", op_def(id).name, backend_name(d.backend), size_name(s));
@@ -117,9 +121,9 @@ void register_all() {
   for (OpId id = 0; id < kNumOps; ++id) {
     for (Device d : devices) {
       for (SizeClass s : kAllSizes) register_kernel(id, d, s, DType::f32);
-      // Half precision, at the large size only (add at 4 Mi elements, matmul at 512), on each backend that
-      // computes the dtype.
-      for (DType dt : {DType::f16, DType::bf16})
+      // Half precision and i64, at the large size only (add at 4 Mi elements, matmul at 512), on each backend
+      // that computes the dtype.
+      for (DType dt : kOtherDTypes)
         if (takes_dtype(id, dt) && backend_for(d).dtypes().contains(dt)) register_kernel(id, d, SizeClass::large, dt);
     }
   }
@@ -131,10 +135,11 @@ void register_all() {
 
 int check_args() {
   int failures = 0, unsupported = 0, ran = 0;
-  // Every size in f32; f16 and bf16 at the small size (run) and the large one (registered; built and validated).
+  // Every size in f32; f16, bf16 and i64 at the small size (run) and the large one (registered; built and
+  // validated).
   std::vector<std::pair<SizeClass, DType>> cases;
   for (SizeClass s : kAllSizes) cases.push_back({s, DType::f32});
-  for (DType dt : {DType::f16, DType::bf16})
+  for (DType dt : kOtherDTypes)
     for (SizeClass s : {SizeClass::small, SizeClass::large}) cases.push_back({s, dt});
   for (Device d : bench_devices()) {
     Backend& b = backend_for(d);
@@ -163,7 +168,7 @@ int check_args() {
       }
     }
   }
-  fmt::print("bench_kernels: {} ops x {} backends x 3 sizes (f32; f16 and bf16 at two): {} failures, {} unsupported "
+  fmt::print("bench_kernels: {} ops x {} backends x 3 sizes (f32; f16, bf16 and i64 at two): {} failures, {} unsupported "
              "(skipped), {} ran\n",
              kNumOps, bench_devices().size(), failures, unsupported, ran);
   return failures == 0 ? 0 : 1;
