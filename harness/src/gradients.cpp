@@ -780,6 +780,17 @@ class GradientOracle {
       skip(SkipReason::adjoint_past_f32);
       return true;
     }
+    // Note [Partial sums past the range]
+    // An element summed from terms whose magnitudes add up past the dtype's range may come back infinite from a
+    // device whose kernel sums in that dtype (every f32 kernel does), though the whole sum fits: terms of
+    // -1.08 * 2^127 and +1.1 * 2^124 in conv2d's weight gradient overflowed a partial sum where the f64 sum was
+    // 1.66 * 2^127 (fuzz_generate_check). The per-node check already lets such an element be infinite
+    // (within_bound's Note [Overflow in f32 intermediates]); so does this judge, for either f64 source, with the
+    // magnitude reverse_mode_in_f64 recorded: such an element cannot be judged.
+    if (!std::isfinite(g) && chain_ && !(chain_magnitude_[li].values[size_t(i)] < reference::float_format(dt).overflow)) {
+      skip(SkipReason::nonfinite_intermediate);
+      return true;
+    }
     // f32: 1e-2 relative and 1e-3 absolute. A half gradient is formed by rounding to the dtype at every node of the
     // path (and its forward values are rounded too), so its confirmation allows 32 of its eps both ways (f16 3%,
     // bf16 25%): loose, but a sign, a factor or a lost term still shows, and step 1 holds each rule to its bound.
