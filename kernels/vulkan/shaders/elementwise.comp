@@ -4,7 +4,8 @@
 // its own (CF_OP, set by kernels/vulkan/CMakeLists.txt; Note [One module per elementwise op] in vulkan_kernels.cpp)
 // and the dtypes are specialization constants, so each pipeline is one straight-line kernel. Inputs are addressed through
 // per-input strides over the (coalesced) output shape; a broadcast dim has stride 0. A bool output packs four
-// elements per 32-bit word, so one invocation writes one whole word and no two invocations share a word.
+// elements per 32-bit word, so one invocation writes one whole word and no two invocations share a word; an i64
+// output is two words an element, both written by the element's invocation (element64, Note [i64 as two words]).
 #include "common.glsl"
 #include "math.glsl"
 
