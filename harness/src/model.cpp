@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -246,25 +247,34 @@ int64_t node_work(const OpDef& op, const ArgPack& args, const OutputSpec& out) {
   return in_elements + n + products;  // each term is within the element bound, so no sum overflows int64
 }
 
-// Holds a node to the program limits before it runs; `work` is the run's total so far.
-void check_node_limits(OpId id, const OpDef& op, const ArgPack& pack, size_t v, int64_t& work) {
-  OutputSpec spec;
-  try {
-    spec = validate(id, pack);
-  } catch (const Error&) {
-    return;  // the call raises before any work; dispatch's own bound covers what it would have allocated
-  }
-  const int64_t n = spec.shape.numel();
+// Holds node v's result `out`, of `steps` element-steps of work, to the program limits; `work` is the run's total
+// so far.
+void hold_to_limits(const OpDef& op, const OutputSpec& out, int64_t steps, size_t v, int64_t& work) {
+  const int64_t n = out.shape.numel();
   if (n > ProgramLimits::kMaxNodeElements)
     throw ProgramError(ProgramError::Reason::over_limit, int(v),
                        fmt::format("{} would make {} elements ({}); a node's result may have at most {} "
                                    "(ProgramLimits::kMaxNodeElements)",
-                                   op.name, n, spec.shape.str(), ProgramLimits::kMaxNodeElements));
-  work += node_work(op, pack, spec);
+                                   op.name, n, out.shape.str(), ProgramLimits::kMaxNodeElements));
+  work += steps;
   if (work > ProgramLimits::kMaxWork)
     throw ProgramError(ProgramError::Reason::over_limit, int(v),
                        fmt::format("{} takes the program's work past {} element-steps (ProgramLimits::kMaxWork)",
                                    op.name, ProgramLimits::kMaxWork));
+}
+
+// Holds a node to the program limits before it runs. False when the call will raise before any work (dispatch's
+// own bound covers what it would have allocated): its stand-in, if it gets one, is held then (Note [A stand-in is
+// held to the limits]).
+bool check_node_limits(OpId id, const OpDef& op, const ArgPack& pack, size_t v, int64_t& work) {
+  OutputSpec spec;
+  try {
+    spec = validate(id, pack);
+  } catch (const Error&) {
+    return false;
+  }
+  hold_to_limits(op, spec, node_work(op, pack, spec), v, work);
+  return true;
 }
 
 thread_local std::optional<std::chrono::steady_clock::time_point> t_deadline;
@@ -416,7 +426,7 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       rec.status = NodeStatus::missing;
       continue;
     }
-    check_node_limits(n.op, op, pack, v, work);
+    const bool held = check_node_limits(n.op, op, pack, v, work);
     // Inputs' bytes and counters before the call, to prove "no side effect" if it raises: taken only before a call
     // the model predicts to raise, since those are the errors whose "no side effect" the contract oracle checks
     // (a call predicted to succeed that raises is a finding by itself), and copying every input before every
@@ -470,13 +480,27 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
     if (opts.capture) calls[v] = std::move(node_call);  // read back after the last node
     if (rec.status == NodeStatus::ok) continue;
     // A stand-in, so that later nodes are still checked: the output rule gives its dtype and shape.
+    std::optional<OutputSpec> standin;
     try {
       Device target = map(pred[v].device);
-      OutputSpec spec = output_spec(CallView{op, pack, target});  // never a size no tensor may have
-      spec.device = map(pred[v].device);
-      res.tensors[v] = make_standin(spec, pred[v].tracked && grad_enabled(), v);
-      res.standin[v] = true;
+      standin = output_spec(CallView{op, pack, target});  // never a size no tensor may have
+      standin->device = target;
     } catch (const Error&) {  // no stand-in (the call is invalid beyond its devices): later nodes are missing
+    }
+    if (standin) {
+      // Note [A stand-in is held to the limits]
+      // A call that raises before any work was not held to the program limits (dispatch bounds what it would have
+      // allocated), but its stand-in is a result the harness makes in the node's place, as large as the output
+      // rule says: `arange stop=1644167168 dtype=i64 device=cpu:5` (no such device) asked the harness for 13 GB
+      // (fuzz_program_run), and 4,096 failing nodes of 2^20 elements each would ask for 16 GB. So a stand-in is held
+      // to the limits as the node's own result would have been, its elements counted as work (a result that was
+      // held before its call is not counted twice).
+      if (!held) hold_to_limits(op, *standin, standin->shape.numel(), v, work);
+      try {
+        res.tensors[v] = make_standin(*standin, pred[v].tracked && grad_enabled(), v);
+        res.standin[v] = true;
+      } catch (const Error&) {  // no stand-in (its device is not there): later nodes are missing
+      }
     }
   }
   // Note [Reading results back at the end of a run]

@@ -93,6 +93,19 @@ TEST(HostilePrograms, NodeResultsAndTheWorkOfARunAreBounded) {
   const uint64_t before = backend(BackendKind::cpu).snapshot().bytes_allocated;
   program_error_of("crossfire-program 1\ninput %0 f32 [1] cpu:0 = 0x1p+0\nnode %1 expand x=%0 shape=[65536, 4096]\n");
   EXPECT_LT(backend(BackendKind::cpu).snapshot().bytes_allocated - before, uint64_t(1) << 20);
+  // A node that raises before any work (here: a device that is not there) still gets a stand-in so that later nodes
+  // are checked, and the stand-in is held to the same limits (Note [A stand-in is held to the limits] in model.cpp):
+  // one past kMaxNodeElements (fuzz_program_run asked for 1.6 G i64 elements, 13 GB, this way), and failing nodes
+  // within it whose stand-ins together pass kMaxWork.
+  // The contract oracle alone: its run keeps the program's own devices, where cpu:5 is absent (the mapped runs of the
+  // other oracles move the node to cpu:0, where the call itself is held).
+  CheckOptions contract = on_cpu();
+  contract.only(OracleKind::contract);
+  EXPECT_EQ(program_error_of("crossfire-program 3\nnode %0 zeros shape=[1048577] dtype=i64 device=cpu:5\n", contract),
+            ProgramError::Reason::over_limit);
+  std::string many = "crossfire-program 3\n";
+  for (int i = 0; i < 257; ++i) many += fmt::format("node %{} zeros shape=[1048576] dtype=bool device=cpu:5\n", i);
+  EXPECT_EQ(program_error_of(many, contract), ProgramError::Reason::over_limit);
   // A program of the same shape within the limits checks normally.
   const ProgramReport r = check_program(
       parse_program("crossfire-program 1\ninput %0 f32 [1] cpu:0 = 0x1p+0\nnode %1 expand x=%0 shape=[64, 64]\n"),
