@@ -24,6 +24,7 @@ RefTensor RefTensor::from(const Tensor& t) {
   RefTensor r{t.dtype(), t.shape(), {}};
   std::vector<uint8_t> bytes = t.to_host_bytes();
   r.values.resize(size_t(t.numel()));
+  if (t.dtype() == DType::i64) r.ints.reserve(r.values.size());
   for (size_t i = 0; i < r.values.size(); ++i) {
     if (t.dtype() == DType::f32) {
       float v;

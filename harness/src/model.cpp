@@ -180,15 +180,13 @@ std::vector<uint8_t> input_bytes(const InputDef& in) {
     b.resize(size_t(n) * 4);
     if (n) std::memcpy(b.data(), in.f32_bits.data(), b.size());
   } else {  // i32 or i64, each value within the dtype's range (the parser and the generator keep it)
-    const size_t width = dtype_size(in.dtype);
-    b.resize(size_t(n) * width);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t v = in.ints[size_t(i)];
-      if (width == 4) {
-        const int32_t v32 = int32_t(v);
-        std::memcpy(b.data() + 4 * size_t(i), &v32, 4);
-      } else {
-        std::memcpy(b.data() + 8 * size_t(i), &v, 8);
+    b.resize(size_t(n) * dtype_size(in.dtype));
+    if (in.dtype == DType::i64) {
+      if (n) std::memcpy(b.data(), in.ints.data(), b.size());
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = int32_t(in.ints[size_t(i)]);
+        std::memcpy(b.data() + 4 * size_t(i), &v, 4);
       }
     }
   }
