@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -171,6 +172,10 @@ Tensor specials(Device d, DType dt, Domain domain, const Shp& shape) {
       case Domain::non_zero: pool = {1.0f, -1e-20f, 1e20f, -float(kInf), -3.0f, 0.75f, -2e-38f}; break;
       default:
         pool = {0.0f, -0.0f, float(kNaN), float(kInf), -float(kInf), 1e30f, -1e-30f, 2.5f, -2.5f, 88.0f, -100.0f};
+        // NaNs with a sign and a payload that f16 and bf16 keep too (the top of the fraction): data movement must
+        // copy them bit for bit (an unfold that narrowed an f32 copy of a half lost them).
+        pool.push_back(std::bit_cast<float>(0xffd50000u));
+        pool.push_back(std::bit_cast<float>(0x7fe30000u));
     }
     if (dt == DType::f16)  // past f16's range, its largest finite value, its subnormals
       for (float x : {65504.0f, 65520.0f, 6e-8f, -3e-5f}) pool.push_back(domain == Domain::any ? x : std::fabs(x));
@@ -455,6 +460,18 @@ void layout(Gen& g) {
             .integer(c.axis)
             .tensor(make_i32(c.idx, {int64_t(c.idx.size())}, g.d));
     }
+    // Special values (signed zeros, infinities, denormals, NaNs with a sign and a payload, integer extremes): data
+    // movement copies their bits, which the oracle compares bit for bit.
+    const Tensor sp = specials(g.d, dt, Domain::any, {4, 4});
+    auto special = [&](const Tensor& t, std::string what) -> CallBuilder& {
+      return g.add(fmt::format("{} special values {}", dtype_name(dt), what)).tensor(t);
+    };
+    if (n == "reshape") special(sp, "-> [16]").ints({16});
+    else if (n == "permute") special(sp, "dims [1,0]").ints({1, 0});
+    else if (n == "slice") special(sp, "[1:4:2, 0:4:3]").ints({1, 0}).ints({4, 4}).ints({2, 3});
+    else if (n == "expand") special(specials(g.d, dt, Domain::any, {4, 1}), "[4,1] -> [2,4,3]").ints({2, 4, 3});
+    else if (n == "cat") g.add(fmt::format("{} special values 2 tensors axis 1", dtype_name(dt))).list({sp, sp}).integer(1);
+    else if (n == "index_select") special(sp, "axis 1 index [3,0,2]").integer(1).tensor(make_i32({3, 0, 2}, {3}, g.d));
   }
 }
 
@@ -502,8 +519,15 @@ void unfold_fold(Gen& g) {
                      S{{0, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}}}) {
     std::string label = fmt::format("{} kernel {} stride {} padding {}", shp(c.in), shp(c.k), shp(c.s), shp(c.p));
     if (!fold) {
-      for (DType dt : accepted(g.param(0), g.d))
+      for (DType dt : accepted(g.param(0), g.d)) {
         g.add(fmt::format("{} {}", dtype_name(dt), label)).tensor(g.random(dt, c.in)).ints(c.k).ints(c.s).ints(c.p);
+        // unfold moves bits: special values (NaNs with a payload among them) too
+        g.add(fmt::format("{} special values {}", dtype_name(dt), label))
+            .tensor(specials(g.d, dt, Domain::any, c.in))
+            .ints(c.k)
+            .ints(c.s)
+            .ints(c.p);
+      }
       continue;
     }
     int64_t ho = (c.in[2] + 2 * c.p[0] - c.k[0]) / c.s[0] + 1, wo = (c.in[3] + 2 * c.p[1] - c.k[1]) / c.s[1] + 1;

@@ -251,56 +251,6 @@ TEST(VulkanSemantics, BoolLayoutOpsAcrossWordBoundaries) {
   EXPECT_THROW(index_select(ta, 0, from_data(std::span<const int32_t>(bad), {2}, d)), InvalidArgument);
 }
 
-// f16 and bf16 data movement copies 16-bit elements packed two to a word: odd sizes, pieces of cat that share a word,
-// strided slices and index_select, each against the same bits computed by hand (a NaN's payload included).
-TEST(VulkanSemantics, HalfLayoutOpsCopyBitsAcrossWordBoundaries) {
-  REQUIRE_VULKAN(d);
-  auto half = [&](const std::vector<uint16_t>& bits, std::vector<int64_t> shape, DType dt) {
-    std::vector<uint8_t> bytes;
-    for (uint16_t b : bits) bytes.push_back(uint8_t(b)), bytes.push_back(uint8_t(b >> 8));
-    return from_bytes(bytes, shape, dt, d);
-  };
-  auto bits_of = [](const Tensor& t) {
-    const std::vector<uint8_t> b = t.to_host_bytes();
-    std::vector<uint16_t> out;
-    for (size_t i = 0; i + 1 < b.size(); i += 2) out.push_back(uint16_t(b[i] | (b[i + 1] << 8)));
-    return out;
-  };
-  for (DType dt : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const std::vector<uint16_t> a{0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000}, b{0x1234, 0xfbff, 0x7c00};
-    const Tensor ta = half(a, {5}, dt), tb = half(b, {3}, dt);
-    std::vector<Tensor> ts{ta, tb, ta};
-    EXPECT_EQ(bits_of(cat(ts, 0)), (std::vector<uint16_t>{0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000, 0x1234, 0xfbff,
-                                                            0x7c00, 0x3c00, 0x8000, 0x7e01, 0x0001, 0xc000}));
-    EXPECT_EQ(bits_of(slice(cat(ts, 0), {1}, {13}, {3})), (std::vector<uint16_t>{0x8000, 0xc000, 0x7c00, 0x7e01}));
-    EXPECT_EQ(bits_of(permute(reshape(ta, {5, 1}), {1, 0})), a);
-    EXPECT_EQ(bits_of(expand(reshape(tb, {3, 1}), {3, 2})),
-              (std::vector<uint16_t>{0x1234, 0x1234, 0xfbff, 0xfbff, 0x7c00, 0x7c00}));
-    std::vector<int32_t> idx{4, 0, 4, 2, 1};
-    EXPECT_EQ(bits_of(index_select(ta, 0, from_data(std::span<const int32_t>(idx), {5}, d))),
-              (std::vector<uint16_t>{0xc000, 0x3c00, 0xc000, 0x7e01, 0x8000}));
-  }
-}
-
-// rand in f16 and bf16 takes each Philox word's top 11 or 8 bits: bit-identical to the CPU backend, odd sizes
-// included (the shader writes two words per block); randn within the op's bound of the reference.
-TEST(VulkanRandom, HalfRandIsBitIdenticalAndRandnWithinTheBound) {
-  REQUIRE_VULKAN(d);
-  const Device cpu{BackendKind::cpu, 0};
-  for (DType dt : {DType::f16, DType::bf16})
-    for (int64_t n : {1, 2, 3, 5, 1001}) {
-      SCOPED_TRACE(fmt::format("{} n={}", dtype_name(dt), n));
-      EXPECT_EQ(rand({n}, 42, d, dt).to_host_bytes(), rand({n}, 42, cpu, dt).to_host_bytes());
-      const std::vector<int64_t> shape{n};  // the pack views it
-      ArgPack args(Arg::of(IntList(shape)), Arg::integer(7), Arg::of(dt), Arg::of(d));
-      const reference::RefResult want = reference::evaluate(reference::RefCall::from(ids::randn_id, args));
-      const auto m = reference::first_mismatch(op_def(ids::randn_id), want,
-                                               reference::RefTensor::from(call(ids::randn_id, args)));
-      EXPECT_FALSE(m.has_value()) << m->what;
-    }
-}
-
 // ---- rand: Philox4x32-10, bit-identical ----------------------------------------------------------------------------
 
 std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
@@ -313,82 +263,7 @@ std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, std::array<uint32_t, 2
   return c;
 }
 
-// Note [Halves as f32 inside a shader]: every f16 bit pattern widens exactly (cast to f32 against the reference's
-// own decoder), and f32 values at and around every rounding point of f16 and bf16 (ties both ways, the subnormal
-// range, the overflow threshold, NaN) narrow to the reference's round-to-nearest-even, with integer operations only.
-TEST(VulkanSemantics, HalvesWidenExactlyAndNarrowToNearestEven) {
-  REQUIRE_VULKAN(d);
-  std::vector<uint8_t> all(2 * 65536);
-  for (uint32_t h = 0; h < 65536; ++h) all[2 * h] = uint8_t(h), all[2 * h + 1] = uint8_t(h >> 8);
-  for (DType dt : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const std::vector<float> wide = cast(from_bytes(all, {65536}, dt, d), DType::f32).to_f32();
-    for (uint32_t h = 0; h < 65536; ++h) {
-      const double want = reference::half_value(uint16_t(h), dt);
-      if (std::isnan(want)) ASSERT_TRUE(std::isnan(wide[h])) << std::hex << h;
-      else ASSERT_EQ(double(wide[h]), want) << std::hex << h;
-    }
-  }
-  // f32 values: each half value, the midpoints to its neighbours (ties), and one f32 ulp either side of those.
-  std::vector<float> xs;
-  for (DType dt : {DType::f16, DType::bf16})
-    for (uint32_t h = 0; h < 0x7c00; h += 7) {
-      const double a = reference::half_value(uint16_t(h), dt), b = reference::half_value(uint16_t(h + 1), dt);
-      const float mid = float((a + b) / 2);
-      for (float f : {float(a), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) xs.push_back(f), xs.push_back(-f);
-    }
-  for (float f : {65504.0f, 65519.99f, 65520.0f, 1e30f, std::numeric_limits<float>::infinity(), 0x1p-25f, 0x1.8p-25f,
-                  0x1p-26f, std::numeric_limits<float>::quiet_NaN(), 0x1.fffffep127f})
-    xs.push_back(f), xs.push_back(-f);
-  const Tensor x = vec(xs, d);
-  for (DType dt : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const std::vector<float> got = cast(cast(x, dt), DType::f32).to_f32();
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const double want = reference::round_to(double(xs[i]), dt);
-      if (std::isnan(want)) ASSERT_TRUE(std::isnan(got[i])) << xs[i];
-      else ASSERT_EQ(double(got[i]), want) << std::hexfloat << xs[i];
-    }
-  }
-  // i32 -> f16/bf16 rounds the exact integer once: 2^24 + 2^16 + 1 is 2^24 + 2^17 in bf16, not the tie's 2^24.
-  std::vector<int32_t> iv{(1 << 24) + (1 << 16) + 1, 2049, -2147483647 - 1, 65520, 65519};
-  const Tensor iv_t = from_data(std::span<const int32_t>(iv), {int64_t(iv.size())}, d);
-  for (DType dt : {DType::f16, DType::bf16}) {
-    const std::vector<float> got = cast(cast(iv_t, dt), DType::f32).to_f32();
-    for (size_t i = 0; i < iv.size(); ++i)
-      EXPECT_EQ(double(got[i]), reference::round_to(double(iv[i]), dt)) << dtype_name(dt) << " " << iv[i];
-  }
-}
-
-// Note [Halves through the f32 kernels] (vulkan_kernels.cpp): the reductions, softmax and matmul compute f16 and bf16
-// on f32 copies and round each result once; arange computes each element in f64 and rounds it once. Values worked
-// out by hand, each of which an accumulation in the half dtype would get wrong.
-TEST(VulkanSemantics, HalfReductionsAndMatmulAccumulateInF32) {
-  REQUIRE_VULKAN(d);
-  auto value = [](const Tensor& t) { return cast(t, DType::f32).to_f32(); };
-  // f16 holds 60000 (1875 x 32; the spacing is 32 above 32768). In f16 the first partial sum, 120000, overflows to
-  // inf; in f32, 60000 + 60000 - 60000 = 60000. The mean is 20000 (1250 x 16). 60001 rounds to 60000.
-  const Tensor x = cast(vec(f32s({60000.f, 60000.f, -60000.f}), d), DType::f16);
-  EXPECT_EQ(value(sum(x)), f32s({60000.f}));
-  EXPECT_EQ(value(mean(x)), f32s({20000.f}));
-  EXPECT_EQ(value(max(x)), f32s({60000.f}));
-  EXPECT_EQ(value(sum(cast(vec(f32s({60000.f, 1.f}), d), DType::f16))), f32s({60000.f}));
-  EXPECT_EQ(argmax(cast(vec(f32s({1.f, 3.f, 3.f, 2.f}), d), DType::bf16)).to_i32(), std::vector<int32_t>{1});
-  EXPECT_EQ(value(sum(reshape(cast(vec(f32s({1.f, 2.f, 3.f, 4.f}), d), DType::f16), {2, 2}), 0)), f32s({4.f, 6.f}));
-  // bf16 keeps 8 significant bits: 1 + 2^-8 is a tie that rounds to 1, so a bf16 accumulation of
-  // 1 + 2^-8 + 2^-8 gives 1; in f32 it is 1 + 2^-7, which bf16 holds.
-  const Tensor a = reshape(cast(vec(f32s({1.f, 0x1p-8f, 0x1p-8f}), d), DType::bf16), {1, 3});
-  const Tensor b = reshape(cast(vec(f32s({1.f, 1.f, 1.f}), d), DType::bf16), {3, 1});
-  EXPECT_EQ(value(matmul(a, b)), f32s({1.0078125f}));
-  EXPECT_EQ(matmul(a, b).dtype(), DType::bf16);
-  EXPECT_EQ(value(softmax(cast(vec(f32s({0.f, 0.f, 0.f, 0.f}), d), DType::f16), 0)), f32s({0.25f, 0.25f, 0.25f, 0.25f}));
-  // arange: element i is start + i*step in f64, rounded once to the dtype; bit-identical to the CPU backend.
-  for (DType dt : {DType::f16, DType::bf16}) {
-    const Tensor v = arange(-3.0, 7.0, 0.1, dt, d), c = arange(-3.0, 7.0, 0.1, dt, Device{BackendKind::cpu, 0});
-    EXPECT_EQ(v.dtype(), dt);
-    EXPECT_EQ(v.to_host_bytes(), c.to_host_bytes()) << dtype_name(dt);
-  }
-}
+// (f16 and bf16: tests/ops_half_test.cpp, which every backend runs.)
 
 TEST(VulkanRandom, PhiloxMatchesTheKnownAnswersAndIsBitIdentical) {
   // Random123's known-answer vectors for philox4x32 with 10 rounds.

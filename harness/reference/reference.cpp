@@ -113,6 +113,12 @@ double round_to(double v, DType dt) {
   return std::copysign(std::nearbyint(a / quantum) * quantum, v);  // to nearest, ties to even (the default mode)
 }
 
+// Note [Half NaNs keep their payload]
+// Data movement copies bits (contract section 6), a NaN's payload and sign included, and the agreement oracle checks
+// it by comparing the f64 values the reference holds bit for bit. So the decoder puts a half NaN's sign and payload
+// where an f32 NaN's would be (f16's 10 fraction bits at the top of f32's 23, bf16's 7 likewise), and widens that
+// f32 to f64, which keeps them; half_bits() takes them back. Decoding every NaN to one default NaN, as this once
+// did, let a backend's unfold that narrowed an f32 copy (and so dropped f16 payloads) pass every oracle.
 double half_value(uint16_t bits, DType dt) {
   const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   if (dt == DType::bf16) {  // the top half of an f32
@@ -123,8 +129,13 @@ double half_value(uint16_t bits, DType dt) {
   }
   const int exponent = (bits >> 10) & 0x1f;
   const int fraction = bits & 0x3ff;
-  if (exponent == 0x1f)
-    return fraction ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0x1f) {
+    if (fraction == 0) return sign * std::numeric_limits<double>::infinity();
+    const uint32_t w = (uint32_t(bits & 0x8000u) << 16) | 0x7f800000u | (uint32_t(fraction) << 13);
+    float f;
+    std::memcpy(&f, &w, sizeof f);
+    return f;  // a NaN with the f16's sign and payload
+  }
   if (exponent == 0) return sign * std::ldexp(double(fraction), -24);  // subnormal (and zero, signed)
   return sign * std::ldexp(double(1024 + fraction), exponent - 25);
 }
@@ -132,14 +143,19 @@ double half_value(uint16_t bits, DType dt) {
 uint16_t half_bits(double v, DType dt) {
   const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
   const double a = std::fabs(v);
+  if (a != a) {  // the top of the payload, where half_value() put it (an f32's fraction is the top of an f64's)
+    uint64_t b;
+    std::memcpy(&b, &v, sizeof b);
+    const uint32_t payload = uint32_t(dt == DType::bf16 ? (b >> 45) & 0x7fu : (b >> 42) & 0x3ffu);
+    if (dt == DType::bf16) return uint16_t(sign | 0x7f80u | (payload ? payload : 0x40u));
+    return uint16_t(sign | 0x7c00u | (payload ? payload : 0x200u));
+  }
   if (dt == DType::bf16) {
-    if (a != a) return sign | 0x7fc0u;
     const float f = float(a);  // exact: v is a bf16 value
     uint32_t b;
     std::memcpy(&b, &f, sizeof b);
     return uint16_t(sign | (b >> 16));
   }
-  if (a != a) return sign | 0x7e00u;
   if (std::isinf(a)) return sign | 0x7c00u;
   if (a < 0x1p-14) return uint16_t(sign | uint16_t(a * 0x1p24));  // subnormal or zero: a multiple of 2^-24
   int e;

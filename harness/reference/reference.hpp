@@ -142,10 +142,12 @@ struct FloatFormat {
 FloatFormat float_format(DType dt);  // f32 for any non-float dtype
 // v rounded to nearest (ties to even) in float dtype dt, past its range: the infinity of its sign.
 double round_to(double v, DType dt);
-// The value of an f16 or bf16 bit pattern (the reference's own decoder: it shares no code with the kernels).
+// The value of an f16 or bf16 bit pattern (the reference's own decoder: it shares no code with the kernels). A NaN
+// keeps its sign and payload (Note [Half NaNs keep their payload]).
 double half_value(uint16_t bits, DType dt);
-// The bits of an f16/bf16 value: v must be one (round it with round_to first); a NaN becomes the quiet NaN 0x7e00
-// (f16) or 0x7fc0 (bf16), with v's sign.
+// The bits of an f16/bf16 value: v must be one (round it with round_to first). A NaN keeps its sign and the top of
+// its payload, the bits that half_value() put there (a NaN whose kept payload would be 0 becomes the quiet NaN
+// 0x7e00 or 0x7fc0 with v's sign).
 uint16_t half_bits(double v, DType dt);
 
 // Whether an output element of `op` with dtype `dt` must match exactly.

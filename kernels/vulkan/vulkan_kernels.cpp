@@ -239,8 +239,8 @@ void elementwise_kernel(const KernelCall& call) {
 }
 
 // Note [Halves through the f32 kernels]
-// The elementwise kernel, fill, rand and randn and the data movement compute f16 and bf16 in their shaders. The
-// reductions, softmax, matmul, conv2d, unfold and fold have f32 shaders only; a call of theirs with f16 or bf16
+// The elementwise kernel, fill, rand and randn and the data movement (unfold included) compute f16 and bf16 in
+// their shaders. The reductions, softmax, matmul, conv2d and fold have f32 shaders only; a call of theirs with f16 or bf16
 // tensors runs the f32 shader on f32 copies: each half input is widened (cast, exact), the f32 kernel computes into
 // an f32 temporary, and that is narrowed to the output's dtype (cast: nearest even, overflow to infinity). It is
 // what the CPU backend does for these ops (it computes halves in f32 and rounds each result once), so each keeps
@@ -639,7 +639,7 @@ void conv2d_kernel(const KernelCall& call) {
   } while (j0 < terms);
 }
 
-struct Im2colPush {
+struct WindowPush {
   uint32_t total, N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO;
 };
 
@@ -649,10 +649,11 @@ void unfold_kernel(const KernelCall& call) {
   const TensorImpl& in = *call.tensor(0).impl();
   std::span<const int64_t> k = call.args[1].ints, s = call.args[2].ints, pd = call.args[3].ints;
   const int64_t ho = (in.shape[2] + 2 * pd[0] - k[0]) / s[0] + 1, wo = (in.shape[3] + 2 * pd[1] - k[1]) / s[1] + 1;
-  Im2colPush p{uint32_t(out.numel), uint32_t(in.shape[0]), uint32_t(in.shape[1]), uint32_t(in.shape[2]),
+  WindowPush p{uint32_t(out.numel), uint32_t(in.shape[0]), uint32_t(in.shape[1]), uint32_t(in.shape[2]),
                uint32_t(in.shape[3]), uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]),
                uint32_t(pd[0]), uint32_t(pd[1]), uint32_t(ho), uint32_t(wo)};
-  run(call, "im2col", {0}, {A(out), A(in)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+  // A gather of bits, packed like the other data movement (f16/bf16 two to a word): a NaN keeps its payload.
+  run(call, "unfold", {packed_code(out.dtype)}, {A(out), A(in)}, &p, sizeof p, groups(words_of(out), 256));
 }
 
 void fold_kernel(const KernelCall& call) {
@@ -662,10 +663,10 @@ void fold_kernel(const KernelCall& call) {
   std::span<const int64_t> k = call.args[2].ints, s = call.args[3].ints, pd = call.args[4].ints;
   const int64_t h = out.shape[2], w = out.shape[3];
   const int64_t ho = (h + 2 * pd[0] - k[0]) / s[0] + 1, wo = (w + 2 * pd[1] - k[1]) / s[1] + 1;
-  Im2colPush p{uint32_t(out.numel), uint32_t(out.shape[0]), uint32_t(out.shape[1]), uint32_t(h), uint32_t(w),
+  WindowPush p{uint32_t(out.numel), uint32_t(out.shape[0]), uint32_t(out.shape[1]), uint32_t(h), uint32_t(w),
                uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]), uint32_t(pd[0]), uint32_t(pd[1]),
                uint32_t(ho), uint32_t(wo)};
-  run(call, "im2col", {1}, {A(out), A(in)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
+  run(call, "fold", {}, {A(out), A(in)}, &p, sizeof p, groups(uint64_t(out.numel), 256));
 }
 
 }  // namespace
@@ -692,7 +693,7 @@ void register_kernels(VulkanBackend& b) {
   b.set_kernel("index_select", index_select_kernel);
   b.set_kernel("softmax", halves_via_f32<softmax_kernel>);
   b.set_kernel("conv2d", halves_via_f32<conv2d_kernel>);
-  b.set_kernel("unfold", halves_via_f32<unfold_kernel>);
+  b.set_kernel("unfold", unfold_kernel);  // bits, in every dtype
   b.set_kernel("fold", halves_via_f32<fold_kernel>);
   // from_data and to are run by dispatch through write(), read() and copy().
 }
