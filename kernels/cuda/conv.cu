@@ -34,19 +34,25 @@ __global__ void conv2d_kernel(Conv2dLaunch l, int64_t n) {
   }
 }
 
-// out [N, C*kh*kw, Ho*Wo]: row c*kh*kw + i*kw + j, column y*Wo + x holds input[c, y*sh - ph + i, x*sw - pw + j].
+// out [N, C*kh*kw, Ho*Wo]: row c*kh*kw + i*kw + j, column y*Wo + x holds input[c, y*sh - ph + i, x*sw - pw + j]
+// (its bits: T is an unsigned integer of the element's size; a padded position is 0, +0 in every float dtype).
+template <class T>
 __global__ void unfold_kernel(WindowLaunch l, int64_t n) {
+  const T* in = static_cast<const T*>(l.x);
+  T* out = static_cast<T*>(l.out);
   const int64_t L = l.Ho * l.Wo, rows = l.C * l.kh * l.kw;
   CROSSFIRE_CUDA_FOR(o, n) {
     const int64_t col = o % L, row = (o / L) % rows, b = o / (L * rows);
     const int64_t c = row / (l.kh * l.kw), i = (row / l.kw) % l.kh, j = row % l.kw;
     const int64_t iy = (col / l.Wo) * l.sh - l.ph + i, ix = (col % l.Wo) * l.sw - l.pw + j;
-    l.out[o] = (iy >= 0 && iy < l.H && ix >= 0 && ix < l.W) ? l.x[((b * l.C + c) * l.H + iy) * l.W + ix] : 0.0f;
+    out[o] = (iy >= 0 && iy < l.H && ix >= 0 && ix < l.W) ? in[((b * l.C + c) * l.H + iy) * l.W + ix] : T(0);
   }
 }
 
 // out [N, C, H, W]: the sum of every patch entry that unfold would have read from this pixel, i then j ascending.
 __global__ void fold_kernel(WindowLaunch l, int64_t n) {
+  const float* in = static_cast<const float*>(l.x);
+  float* out = static_cast<float*>(l.out);
   const int64_t L = l.Ho * l.Wo, rows = l.C * l.kh * l.kw;
   CROSSFIRE_CUDA_FOR(o, n) {
     const int64_t px = o % l.W, py = (o / l.W) % l.H, c = (o / (l.W * l.H)) % l.C, b = o / (l.W * l.H * l.C);
@@ -58,10 +64,10 @@ __global__ void fold_kernel(WindowLaunch l, int64_t n) {
         const int64_t tx = px + l.pw - j;
         if (tx < 0 || tx % l.sw != 0 || tx / l.sw >= l.Wo) continue;
         const int64_t row = (c * l.kh + i) * l.kw + j, col = (ty / l.sh) * l.Wo + tx / l.sw;
-        acc += l.x[(b * rows + row) * L + col];
+        acc += in[(b * rows + row) * L + col];
       }
     }
-    l.out[o] = acc;
+    out[o] = acc;
   }
 }
 
@@ -74,7 +80,7 @@ void conv2d(const Conv2dLaunch& l) {
 
 void unfold(const WindowLaunch& l) {
   const int64_t n = l.N * l.C * l.kh * l.kw * l.Ho * l.Wo;
-  unfold_kernel<<<grid_for(n), kThreads, 0, l.stream>>>(l, n);
+  with_bits(l.elem_size, [&](auto t) { unfold_kernel<decltype(t)><<<grid_for(n), kThreads, 0, l.stream>>>(l, n); });
 }
 
 void fold(const WindowLaunch& l) {

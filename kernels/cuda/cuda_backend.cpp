@@ -27,6 +27,7 @@ CudaBackend::CudaBackend() {
   }
   count_ = n > 255 ? 255 : n;  // Device::index is 8 bits
   for (int i = 0; i < count_; ++i) devices_.push_back(std::make_unique<PerDevice>());
+  set_dtypes(kAnyDType);  // f16 and bf16 as __half / __nv_bfloat16 computed in f32, i64 natively (common.cuh)
   register_kernels(*this);
 }
 

@@ -6,11 +6,14 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "crossfire/error.hpp"
+#include "crossfire/half_bits.hpp"
 #include "cuda_backend.hpp"
 #include "launch.hpp"
 
@@ -32,6 +35,76 @@ struct Ctx {
   // Catches a bad launch configuration at once; a fault inside a kernel surfaces at the next synchronisation.
   void launched() const { backend.check(cudaGetLastError(), call.op.name, device, "kernel launch"); }
   void check(cudaError_t e, std::string_view what) const { backend.check(e, call.op.name, device, what); }
+};
+
+// Note [Halves through the f32 kernels]
+// The reductions, softmax, matmul, conv2d and fold have f32 kernels only. An f16/bf16 call runs them on f32 copies
+// of its inputs (exact: every half is an f32) into an f32 buffer, then rounds each result to the output dtype with
+// cast's conversion (to nearest even). The f32 result is within the op's f32 bound of the exact one, and the last
+// rounding is the half dtype's own, so the whole is within the bound the contract gives an f16/bf16 result (the op's
+// k at f32's eps plus one rounding at the dtype's; docs/contract.md, Dtypes): these kernels accumulate in f32 or
+// better, as the contract says every built-in backend does. Scratch buffers go back to the cache as soon as the
+// work that uses them is queued: stream order keeps them alive until it has run (Note [CUDA backend: streams and
+// synchronisation]). The elementwise kernels widen and narrow per element instead (common.cuh), and data movement
+// copies bits, so nothing else takes this path.
+class Scratch {
+ public:
+  Scratch(const Ctx& x, size_t bytes) : x_(x), bytes_(bytes), p_(x.backend.scratch(x.device, bytes, x.call.op.name)) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { x_.backend.release_scratch(x_.device, p_, bytes_); }
+  void* get() const { return p_; }
+
+ private:
+  const Ctx& x_;
+  size_t bytes_;
+  void* p_;
+};
+
+// An input as f32: its own memory, or (f16/bf16) a widened copy.
+class AsF32 {
+ public:
+  AsF32(const Ctx& x, const TensorImpl& t) {
+    if (!is_half(t.dtype)) {
+      p_ = static_cast<const float*>(t.backend_state);
+      return;
+    }
+    copy_.emplace(x, size_t(t.numel) * sizeof(float));
+    cast({t.dtype, DType::f32, t.backend_state, copy_->get(), t.numel, x.stream});
+    x.launched();
+    p_ = static_cast<const float*>(copy_->get());
+  }
+  const float* get() const { return p_; }
+
+ private:
+  std::optional<Scratch> copy_;
+  const float* p_ = nullptr;
+};
+
+// Where an f32 kernel writes the call's output: the output itself, or (f16/bf16) an f32 buffer that finish()
+// rounds into it.
+class F32Out {
+ public:
+  explicit F32Out(const Ctx& x) : x_(x) {
+    if (!is_half(x.call.out.dtype)) {
+      p_ = x.call.out.backend_state;
+      return;
+    }
+    buffer_.emplace(x, size_t(x.call.out.numel) * sizeof(float));
+    p_ = buffer_->get();
+  }
+  float* get() const { return static_cast<float*>(p_); }
+  void* raw() const { return p_; }
+  void finish() const {
+    if (!buffer_) return;
+    cast({DType::f32, x_.call.out.dtype, p_, x_.call.out.backend_state, x_.call.out.numel, x_.stream});
+    x_.launched();
+  }
+
+ private:
+  const Ctx& x_;
+  std::optional<Scratch> buffer_;
+  void* p_ = nullptr;
 };
 
 const void* in(const Tensor& t) { return t.impl()->backend_state; }
@@ -68,12 +141,19 @@ Broadcast broadcast_of(const Shape& o, std::initializer_list<const Shape*> input
 
 // ---- creation ----------------------------------------------------------------------------------------------------
 
-// A value converted to dtype as cast converts (f32 -> i32 truncates toward zero and saturates, NaN -> 0).
-uint32_t bits_of(double v, DType dt) {
+// A value's bits in dtype, converted as cast converts (f32 -> i32 and i64 truncate toward zero and saturate, NaN
+// -> 0; f16 and bf16 round the f64 value once to nearest even).
+uint64_t bits_of(double v, DType dt) {
   switch (dt) {
     case DType::f16:
-    case DType::bf16:
-    case DType::i64: return 0;  // never: this backend holds no f16, bf16 or i64 tensor (Backend::dtypes())
+    case DType::bf16: return half_bits_of(v, dt);
+    case DType::i64: {
+      const int64_t i = v != v                           ? 0
+                        : v >= 9223372036854775808.0     ? INT64_MAX
+                        : v < -9223372036854775808.0     ? INT64_MIN
+                                                         : int64_t(v);
+      return uint64_t(i);
+    }
     case DType::f32: {
       const float f = round_to_f32(v);
       uint32_t u;
@@ -110,7 +190,7 @@ template <void (*generate)(const RandomLaunch&)>
 void random_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   Ctx x(c);
-  generate({static_cast<float*>(out(c)), c.out.numel, uint64_t(c.args[1].i), x.stream});
+  generate({out(c), c.out.dtype, c.out.numel, uint64_t(c.args[1].i), x.stream});
   x.launched();
 }
 
@@ -175,13 +255,18 @@ void reduce_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   Ctx x(c);
   const TensorImpl& src = arg(c, 0);
-  ReduceLaunch l{src.dtype, src.backend_state, out(c), 0, 0, 0, nullptr, x.stream};
+  const AsF32 widened(x, src);  // f16/bf16 only (Note [Halves through the f32 kernels])
+  const F32Out result(x);       // argmax's i32, or an f32/i32/i64 output: written directly
+  const bool half = is_half(src.dtype);
+  ReduceLaunch l{half ? DType::f32 : src.dtype, half ? widened.get() : src.backend_state, result.raw(), 0, 0, 0,
+                 nullptr, x.stream};
   reduce_geometry(src.shape, c.args[1], l.outer, l.len, l.inner);
   const size_t bytes = reduce_scratch_bytes<Op>(l);
   l.scratch = x.backend.scratch(x.device, bytes, c.op.name);
   reduce<Op>(l);
   x.backend.release_scratch(x.device, l.scratch, bytes);  // stream order makes reuse by a later op safe
   x.launched();
+  result.finish();
 }
 
 void softmax_kernel(const KernelCall& c) {
@@ -189,9 +274,11 @@ void softmax_kernel(const KernelCall& c) {
   Ctx x(c);
   const TensorImpl& src = arg(c, 0);
   const AxisSplit a = split_at(src.shape, normalised_axis(c.args[1].i, src.shape.rank()));
-  softmax({static_cast<const float*>(src.backend_state), static_cast<float*>(out(c)), a.outer, a.len, a.inner,
-           x.stream});
+  const AsF32 in(x, src);
+  const F32Out result(x);
+  softmax({in.get(), result.get(), a.outer, a.len, a.inner, x.stream});
   x.launched();
+  result.finish();
 }
 
 // ---- matmul ----------------------------------------------------------------------------------------------------------
@@ -201,10 +288,12 @@ void matmul_kernel(const KernelCall& c) {
   Ctx x(c);
   const TensorImpl &a = arg(c, 0), &b = arg(c, 1);
   const Shape& o = c.out.shape;
+  const AsF32 lhs(x, a), rhs(x, b);  // Note [Halves through the f32 kernels]
+  const F32Out result(x);
   MatmulLaunch l{};
-  l.lhs = static_cast<const float*>(a.backend_state);
-  l.rhs = static_cast<const float*>(b.backend_state);
-  l.out = static_cast<float*>(out(c));
+  l.lhs = lhs.get();
+  l.rhs = rhs.get();
+  l.out = result.get();
   l.m = o[o.rank() - 2], l.n = o[o.rank() - 1], l.k = a.shape[a.shape.rank() - 1];
   l.batch_rank = o.rank() - 2;
   l.batch = prod(o, 0, l.batch_rank);
@@ -228,6 +317,7 @@ void matmul_kernel(const KernelCall& c) {
   l.stream = x.stream;
   matmul(l);
   x.launched();
+  result.finish();
 }
 
 // ---- layout ------------------------------------------------------------------------------------------------------------
@@ -322,9 +412,9 @@ void index_select_kernel(const KernelCall& c) {
   const TensorImpl &src = arg(c, 0), &index = arg(c, 2);
   const int a = normalised_axis(c.args[1].i, src.shape.rank());
   const AxisSplit around = split_at(src.shape, a);
-  IndexSelectLaunch l{int(dtype_size(src.dtype)), src.backend_state,
-                      static_cast<const int32_t*>(index.backend_state), out(c), around.outer, around.len,
-                      around.inner, index.numel, nullptr};
+  IndexSelectLaunch l{int(dtype_size(src.dtype)), src.backend_state, index.backend_state,
+                      int(dtype_size(index.dtype)), out(c), around.outer, around.len, around.inner, index.numel,
+                      nullptr};
   if (l.count == 0) return;
   Ctx x(c);
   l.stream = x.stream;
@@ -340,8 +430,14 @@ void index_select_kernel(const KernelCall& c) {
   x.check(cudaStreamSynchronize(x.stream), "cudaStreamSynchronize");
   if (*host != kNone) {
     const int32_t pos = *host;
-    int32_t value = 0;
-    x.check(cudaMemcpy(&value, l.index + pos, sizeof(int32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    int64_t value = 0;  // an i32 or i64 entry, read as its own width
+    if (l.index_size == 8) {
+      x.check(cudaMemcpy(&value, static_cast<const int64_t*>(l.index) + pos, 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    } else {
+      int32_t v32 = 0;
+      x.check(cudaMemcpy(&v32, static_cast<const int32_t*>(l.index) + pos, 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      value = v32;
+    }
     throw InvalidArgument(std::string(c.op.name), "index",
                           fmt::format("index[{}] = {} is out of range for axis {} of size {} (valid: 0..{})", pos,
                                       value, a, l.dim, l.dim - 1));
@@ -359,21 +455,25 @@ void conv2d_kernel(const KernelCall& c) {
   const TensorImpl &input = arg(c, 0), &weight = arg(c, 1);
   const Shape &is = input.shape, &ws = weight.shape, &os = c.out.shape;
   const std::span<const int64_t> stride = c.args[3].ints, pad = c.args[4].ints;
-  conv2d({static_cast<const float*>(input.backend_state), static_cast<const float*>(weight.backend_state),
-          c.args[2].present ? static_cast<const float*>(arg(c, 2).backend_state) : nullptr,
-          static_cast<float*>(out(c)), is[0], is[1], is[2], is[3], ws[0], ws[2], ws[3], os[2], os[3], stride[0],
-          stride[1], pad[0], pad[1], x.stream});
+  const AsF32 in(x, input), w(x, weight);  // Note [Halves through the f32 kernels]
+  std::optional<AsF32> bias;
+  if (c.args[2].present) bias.emplace(x, arg(c, 2));
+  const F32Out result(x);
+  conv2d({in.get(), w.get(), bias ? bias->get() : nullptr, result.get(), is[0], is[1], is[2], is[3], ws[0], ws[2],
+          ws[3], os[2], os[3], stride[0], stride[1], pad[0], pad[1], x.stream});
   x.launched();
+  result.finish();
 }
 
+// unfold moves bits (f16/bf16 elements as themselves); fold sums, through f32 for the halves.
 void unfold_kernel(const KernelCall& c) {
   if (c.out.numel == 0) return;
   Ctx x(c);
   const Shape& is = arg(c, 0).shape;
   const std::span<const int64_t> k = c.args[1].ints, stride = c.args[2].ints, pad = c.args[3].ints;
   const int64_t ho = (is[2] + 2 * pad[0] - k[0]) / stride[0] + 1, wo = (is[3] + 2 * pad[1] - k[1]) / stride[1] + 1;
-  unfold({static_cast<const float*>(in(c.tensor(0))), static_cast<float*>(out(c)), is[0], is[1], is[2], is[3], k[0],
-          k[1], ho, wo, stride[0], stride[1], pad[0], pad[1], x.stream});
+  unfold({int(dtype_size(c.out.dtype)), in(c.tensor(0)), out(c), is[0], is[1], is[2], is[3], k[0], k[1], ho, wo,
+          stride[0], stride[1], pad[0], pad[1], x.stream});
   x.launched();
 }
 
@@ -383,9 +483,12 @@ void fold_kernel(const KernelCall& c) {
   const Shape& os = c.out.shape;
   const std::span<const int64_t> k = c.args[2].ints, stride = c.args[3].ints, pad = c.args[4].ints;
   const int64_t ho = (os[2] + 2 * pad[0] - k[0]) / stride[0] + 1, wo = (os[3] + 2 * pad[1] - k[1]) / stride[1] + 1;
-  fold({static_cast<const float*>(in(c.tensor(0))), static_cast<float*>(out(c)), os[0], os[1], os[2], os[3], k[0],
-        k[1], ho, wo, stride[0], stride[1], pad[0], pad[1], x.stream});
+  const AsF32 src(x, arg(c, 0));
+  const F32Out result(x);
+  fold({4, src.get(), result.raw(), os[0], os[1], os[2], os[3], k[0], k[1], ho, wo, stride[0], stride[1], pad[0],
+        pad[1], x.stream});
   x.launched();
+  result.finish();
 }
 
 }  // namespace
@@ -397,7 +500,7 @@ constexpr bool in_list(std::initializer_list<std::string_view> list, std::string
     if (n == name) return true;
   return false;
 }
-#define CROSSFIRE_CUDA_NAME(name, Tag) #name,
+#define CROSSFIRE_CUDA_NAME(name, Tag, types) #name,
 constexpr bool cuda_has_kernel(const OpDef& op) {
   switch (op.family) {
     case OpFamily::unary: return in_list({CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_NAME)}, op.name);
@@ -415,6 +518,32 @@ struct cuda_op_list_has {
 };
 static_assert(every_op_passes<cuda_op_list_has, cuda_has_kernel>());
 
+// And each list's dtype mask is exactly the op table's set for the op's first input, so that no dtype the table
+// admits reaches a launcher that would skip it (with_type in elementwise.cu launches nothing for a dtype outside
+// the mask).
+constexpr bool mask_matches(std::initializer_list<std::pair<std::string_view, unsigned>> list, const OpDef& op) {
+  for (const auto& [n, mask] : list)
+    if (n == op.name) return mask == op.params[0].dtypes.bits;
+  return true;  // not in this list
+}
+#define CROSSFIRE_CUDA_MASK(name, Tag, types) std::pair<std::string_view, unsigned>{#name, types},
+constexpr bool cuda_mask_matches(const OpDef& op) {
+  switch (op.family) {
+    case OpFamily::unary: return mask_matches({CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_MASK)}, op);
+    case OpFamily::binary: return mask_matches({CROSSFIRE_CUDA_BINARY_OPS(CROSSFIRE_CUDA_MASK)}, op);
+    case OpFamily::reduce: return mask_matches({CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_MASK)}, op);
+    default: return true;
+  }
+}
+#undef CROSSFIRE_CUDA_MASK
+template <auto Name, bool matches>
+struct cuda_mask_is_the_tables {
+  static_assert(matches, "kernels/cuda: the dtype mask in launch.hpp's list (CROSSFIRE_CUDA_*_OPS) differs from "
+                         "the op table's dtype set of the op's first input; the op is this template's first argument");
+  static constexpr bool value = matches;
+};
+static_assert(every_op_passes<cuda_mask_is_the_tables, cuda_mask_matches>());
+
 // Every op of kOpTable but from_data and to, which dispatch runs through write/read/copy.
 void register_kernels(CudaBackend& b) {
   b.set_kernel("zeros", zeros_kernel);
@@ -423,9 +552,9 @@ void register_kernels(CudaBackend& b) {
   b.set_kernel("arange", arange_kernel);
   b.set_kernel("rand", random_kernel<rand>);
   b.set_kernel("randn", random_kernel<randn>);
-#define CROSSFIRE_CUDA_REGISTER_UNARY(name, Tag) b.set_kernel(#name, unary_kernel<fn::Tag>);
-#define CROSSFIRE_CUDA_REGISTER_BINARY(name, Tag) b.set_kernel(#name, binary_kernel<fn::Tag>);
-#define CROSSFIRE_CUDA_REGISTER_REDUCE(name, Tag) b.set_kernel(#name, reduce_kernel<fn::Tag>);
+#define CROSSFIRE_CUDA_REGISTER_UNARY(name, Tag, types) b.set_kernel(#name, unary_kernel<fn::Tag>);
+#define CROSSFIRE_CUDA_REGISTER_BINARY(name, Tag, types) b.set_kernel(#name, binary_kernel<fn::Tag>);
+#define CROSSFIRE_CUDA_REGISTER_REDUCE(name, Tag, types) b.set_kernel(#name, reduce_kernel<fn::Tag>);
   CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_REGISTER_UNARY)
   CROSSFIRE_CUDA_BINARY_OPS(CROSSFIRE_CUDA_REGISTER_BINARY)
   CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_REGISTER_REDUCE)

@@ -24,50 +24,74 @@ namespace crossfire::cuda {
 // Every element index fits an int32 (kMaxElements = 2^31 - 1), so index arithmetic on the device is 32-bit.
 inline constexpr int kRank = kMaxRank;
 
+// ---- dtype masks ---------------------------------------------------------------------------------------------------
+// Bit (1 << DType) for each dtype a kernel takes: the same sets as the op table's, spelled for nvcc (which cannot
+// see DTypeSet's constexpr constructor run over the table either). cuda_ops.cpp checks at compile time that each
+// op's mask below is exactly its table set, naming the op when it is not.
+constexpr unsigned dtype_bit(DType d) { return 1u << unsigned(d); }
+inline constexpr unsigned kFloatTypes = dtype_bit(DType::f32) | dtype_bit(DType::f16) | dtype_bit(DType::bf16);
+inline constexpr unsigned kIntTypes = dtype_bit(DType::i32) | dtype_bit(DType::i64);
+inline constexpr unsigned kNumericTypes = kFloatTypes | kIntTypes;
+inline constexpr unsigned kBoolTypes = dtype_bit(DType::boolean);
+inline constexpr unsigned kAnyTypes = kNumericTypes | kBoolTypes;
+
 // ---- functor tags: one per op, defined (with their device code) in the family's .cu file ----------------------
-// X(op name in kOpTable, functor tag)
-#define CROSSFIRE_CUDA_UNARY_OPS(X) \
-  X(neg, Neg)                       \
-  X(abs, Abs)                       \
-  X(exp, Exp)                       \
-  X(log, Log)                       \
-  X(sqrt, Sqrt)                     \
-  X(tanh, Tanh)                     \
-  X(sigmoid, Sigmoid)               \
-  X(relu, Relu)                     \
-  X(clamp, Clamp)                   \
-  X(logical_not, LogicalNot)
+// X(op name in kOpTable, functor tag, the dtypes of its input)
+#define CROSSFIRE_CUDA_UNARY_OPS(X)    \
+  X(neg, Neg, kNumericTypes)           \
+  X(abs, Abs, kNumericTypes)           \
+  X(exp, Exp, kFloatTypes)             \
+  X(log, Log, kFloatTypes)             \
+  X(sqrt, Sqrt, kFloatTypes)           \
+  X(tanh, Tanh, kFloatTypes)           \
+  X(sigmoid, Sigmoid, kFloatTypes)     \
+  X(relu, Relu, kFloatTypes)           \
+  X(clamp, Clamp, kFloatTypes)         \
+  X(logical_not, LogicalNot, kBoolTypes)
 
-#define CROSSFIRE_CUDA_BINARY_OPS(X) \
-  X(add, Add)                        \
-  X(sub, Sub)                        \
-  X(mul, Mul)                        \
-  X(div, Div)                        \
-  X(pow, Pow)                        \
-  X(maximum, Maximum)                \
-  X(minimum, Minimum)                \
-  X(eq, Eq)                          \
-  X(ne, Ne)                          \
-  X(lt, Lt)                          \
-  X(le, Le)                          \
-  X(gt, Gt)                          \
-  X(ge, Ge)                          \
-  X(logical_and, LogicalAnd)         \
-  X(logical_or, LogicalOr)
+#define CROSSFIRE_CUDA_BINARY_OPS(X)         \
+  X(add, Add, kNumericTypes)                 \
+  X(sub, Sub, kNumericTypes)                 \
+  X(mul, Mul, kNumericTypes)                 \
+  X(div, Div, kFloatTypes)                   \
+  X(pow, Pow, kFloatTypes)                   \
+  X(maximum, Maximum, kNumericTypes)         \
+  X(minimum, Minimum, kNumericTypes)         \
+  X(eq, Eq, kAnyTypes)                       \
+  X(ne, Ne, kAnyTypes)                       \
+  X(lt, Lt, kNumericTypes)                   \
+  X(le, Le, kNumericTypes)                   \
+  X(gt, Gt, kNumericTypes)                   \
+  X(ge, Ge, kNumericTypes)                   \
+  X(logical_and, LogicalAnd, kBoolTypes)     \
+  X(logical_or, LogicalOr, kBoolTypes)
 
+// f16/bf16 reductions run the f32 kernels on widened copies (Note [Halves through the f32 kernels] in
+// cuda_ops.cpp): the device code of this family sees f32, i32 and i64 only.
 #define CROSSFIRE_CUDA_REDUCE_OPS(X) \
-  X(sum, Sum)                        \
-  X(mean, Mean)                      \
-  X(max, Max)                        \
-  X(argmax, Argmax)
+  X(sum, Sum, kNumericTypes)         \
+  X(mean, Mean, kFloatTypes)         \
+  X(max, Max, kNumericTypes)         \
+  X(argmax, Argmax, kNumericTypes)
 
 namespace fn {
-#define CROSSFIRE_CUDA_DECLARE_TAG(name, Tag) struct Tag;
+#define CROSSFIRE_CUDA_DECLARE_TAG(name, Tag, types) struct Tag;
 CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_DECLARE_TAG)
 CROSSFIRE_CUDA_BINARY_OPS(CROSSFIRE_CUDA_DECLARE_TAG)
 CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_DECLARE_TAG)
 #undef CROSSFIRE_CUDA_DECLARE_TAG
 }  // namespace fn
+
+// The dtypes each functor takes, from the lists above (the .cu files launch only these).
+template <class Tag>
+inline constexpr unsigned kTypesOf = 0;
+#define CROSSFIRE_CUDA_TYPES_OF(name, Tag, types) \
+  template <>                                     \
+  inline constexpr unsigned kTypesOf<fn::Tag> = types;
+CROSSFIRE_CUDA_UNARY_OPS(CROSSFIRE_CUDA_TYPES_OF)
+CROSSFIRE_CUDA_BINARY_OPS(CROSSFIRE_CUDA_TYPES_OF)
+CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_TYPES_OF)
+#undef CROSSFIRE_CUDA_TYPES_OF
 
 // ---- index descriptions -------------------------------------------------------------------------------------------
 
@@ -94,8 +118,8 @@ struct Strided {
 struct FillLaunch {
   void* out;
   int64_t n;
-  uint32_t bits;   // the value's bit pattern
-  int elem_size;   // 1 or 4
+  uint64_t bits;   // the value's bit pattern, in the low elem_size bytes
+  int elem_size;   // 1, 2, 4 or 8
   cudaStream_t stream;
 };
 void fill(const FillLaunch& l);
@@ -104,13 +128,14 @@ struct ArangeLaunch {
   void* out;
   int64_t n;
   double start, step;
-  DType dtype;  // f32 or i32
+  DType dtype;  // any numeric dtype: each element is computed in f64 and converted once
   cudaStream_t stream;
 };
 void arange(const ArangeLaunch& l);
 
 struct RandomLaunch {
-  float* out;
+  void* out;
+  DType dtype;  // f32, f16 or bf16
   int64_t n;
   uint64_t seed;
   cudaStream_t stream;
@@ -143,7 +168,7 @@ template <class Op>
 void binary(const BinaryLaunch& l);
 
 struct WhereLaunch {
-  int elem_size;  // of a and b: selection is bitwise, whatever the dtype
+  int elem_size;  // of a and b (1, 2, 4 or 8): selection is bitwise, whatever the dtype
   const uint8_t* cond;
   const void* a;
   const void* b;
@@ -165,7 +190,7 @@ void cast(const CastLaunch& l);
 
 // Reductions see x as [outer, len, inner] and write [outer, inner].
 struct ReduceLaunch {
-  DType dtype;
+  DType dtype;  // f32, i32 or i64 (halves arrive widened)
   const void* x;
   void* out;
   int64_t outer, len, inner;
@@ -202,7 +227,7 @@ struct MatmulLaunch {
 void matmul(const MatmulLaunch& l);
 
 struct GatherLaunch {
-  int elem_size;  // 1 or 4: data movement is bitwise
+  int elem_size;  // 1, 2, 4 or 8: data movement is bitwise
   const void* x;
   void* out;
   int64_t n;
@@ -215,7 +240,8 @@ void gather(const GatherLaunch& l);
 struct IndexSelectLaunch {
   int elem_size;
   const void* x;
-  const int32_t* index;
+  const void* index;
+  int index_size;  // 4 (i32) or 8 (i64)
   void* out;
   int64_t outer, dim, inner, count;
   cudaStream_t stream;
@@ -235,10 +261,12 @@ struct Conv2dLaunch {
 };
 void conv2d(const Conv2dLaunch& l);
 
-// unfold: [N, C, H, W] -> [N, C*kh*kw, Ho*Wo]; fold is its adjoint.
+// unfold: [N, C, H, W] -> [N, C*kh*kw, Ho*Wo]; fold is its adjoint. unfold moves bits (elem_size 2 or 4, so that
+// an f16/bf16 patch is its input's bits); fold sums, in f32 (elem_size 4).
 struct WindowLaunch {
-  const float* x;
-  float* out;
+  int elem_size;
+  const void* x;
+  void* out;
   int64_t N, C, H, W, kh, kw, Ho, Wo, sh, sw, ph, pw;
   cudaStream_t stream;
 };

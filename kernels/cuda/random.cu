@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Random family: rand and randn from Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy
 // as 1, 2, 3", SC 2011), exactly as the op table's doc strings define the stream, so that every backend produces
-// the same values for the same seed. One thread computes one Philox block (four consecutive elements).
+// the same values for the same seed, in every float dtype. One thread computes one Philox block (four consecutive
+// elements).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,20 +41,25 @@ __device__ __forceinline__ Words block(uint64_t b, uint64_t seed) {
   return philox4x32_10(uint32_t(b), uint32_t(b >> 32), 0, 0, uint32_t(seed), uint32_t(seed >> 32));
 }
 
-__global__ void rand_kernel(float* out, int64_t n, uint64_t seed) {
+// The top p bits of each word, p the dtype's precision (24, 11, 8): exact in the dtype and below 1 (op table, rand).
+template <class T>
+__global__ void rand_kernel(T* out, int64_t n, uint64_t seed) {
+  constexpr int p = std::is_same_v<T, float> ? 24 : std::is_same_v<T, __half> ? 11 : 8;
   const int64_t blocks = (n + 3) / 4;
   CROSSFIRE_CUDA_FOR(b, blocks) {
     Words r = block(uint64_t(b), seed);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       int64_t i = b * 4 + j;
-      if (i < n) out[i] = float(r.w[j] >> 8) * 0x1p-24f;  // exact: a 24-bit integer times a power of two
+      // exact: a p-bit integer times a power of two, in f32 and then in the dtype
+      if (i < n) out[i] = convert<T>(float(r.w[j] >> (32 - p)) * (1.0f / float(1u << p)));
     }
   }
 }
 
-// Box-Muller in f64 (rounded once to f32 at the end), well inside randn's transcendental error bound.
-__global__ void randn_kernel(float* out, int64_t n, uint64_t seed) {
+// Box-Muller in f64, rounded once to the dtype at the end: well inside randn's transcendental error bound.
+template <class T>
+__global__ void randn_kernel(T* out, int64_t n, uint64_t seed) {
   const int64_t blocks = (n + 3) / 4;
   CROSSFIRE_CUDA_FOR(b, blocks) {
     Words r = block(uint64_t(b), seed);
@@ -66,20 +72,34 @@ __global__ void randn_kernel(float* out, int64_t n, uint64_t seed) {
       double radius = sqrt(-2.0 * log(u1));
       double s, c;
       sincospi(2.0 * u2, &s, &c);
-      out[i] = float(radius * c);
-      if (i + 1 < n) out[i + 1] = float(radius * s);
+      out[i] = convert<T>(radius * c);
+      if (i + 1 < n) out[i + 1] = convert<T>(radius * s);
     }
   }
+}
+
+// Calls f(T{}) with the storage type of a float dtype (the output rule admits only f32, f16 and bf16).
+template <class F>
+void with_float(DType dt, F&& f) {
+  if (dt == DType::f16) f(__half{});
+  else if (dt == DType::bf16) f(__nv_bfloat16{});
+  else f(float{});
 }
 
 }  // namespace
 
 void rand(const RandomLaunch& l) {
-  rand_kernel<<<grid_for((l.n + 3) / 4), kThreads, 0, l.stream>>>(l.out, l.n, l.seed);
+  with_float(l.dtype, [&](auto t) {
+    using T = decltype(t);
+    rand_kernel<<<grid_for((l.n + 3) / 4), kThreads, 0, l.stream>>>(static_cast<T*>(l.out), l.n, l.seed);
+  });
 }
 
 void randn(const RandomLaunch& l) {
-  randn_kernel<<<grid_for((l.n + 3) / 4), kThreads, 0, l.stream>>>(l.out, l.n, l.seed);
+  with_float(l.dtype, [&](auto t) {
+    using T = decltype(t);
+    randn_kernel<<<grid_for((l.n + 3) / 4), kThreads, 0, l.stream>>>(static_cast<T*>(l.out), l.n, l.seed);
+  });
 }
 
 }  // namespace crossfire::cuda

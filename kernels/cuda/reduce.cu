@@ -43,6 +43,10 @@ template <>
 __device__ __forceinline__ int32_t lowest<int32_t>() {
   return INT32_MIN;
 }
+template <>
+__device__ __forceinline__ int64_t lowest<int64_t>() {
+  return INT64_MIN;
+}
 
 }  // namespace
 
@@ -50,10 +54,11 @@ template <class Tag, class T>
 struct Reducer;
 
 // f32 sums accumulate in f64 and round once (the result is then far inside the op's bound, and close to the
-// host's, which does the same); i32 sums in uint32_t, so that they wrap.
+// host's, which does the same); i32 and i64 sums in uint32_t and uint64_t, so that they wrap.
 template <class T>
 struct Reducer<fn::Sum, T> {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, uint32_t>;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double,
+                                 std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, uint32_t>>;
   using Out = T;
   __device__ static Acc identity() { return Acc(0); }
   __device__ static Acc load(T v, int32_t) { return Acc(v); }
@@ -153,10 +158,14 @@ __global__ void columns_kernel(const T* __restrict__ x, int64_t outer, int64_t l
 
 unsigned blocks_for(int64_t n) { return unsigned(n < 65535 ? (n < 1 ? 1 : n) : 65535); }
 
+// f32, i32 or i64: f16/bf16 arrive widened to f32 (Note [Halves through the f32 kernels] in cuda_ops.cpp).
 template <class Tag, class F>
 void with_reduce_type(DType dt, F&& f) {
   if (dt == DType::f32) f(float{});
-  else if constexpr (!std::is_same_v<Tag, fn::Mean>) f(int32_t{});  // mean is f32 only
+  else if constexpr (!std::is_same_v<Tag, fn::Mean>) {  // mean is f32 only
+    if (dt == DType::i64) f(int64_t{});
+    else f(int32_t{});
+  }
 }
 
 }  // namespace
@@ -193,7 +202,7 @@ void reduce(const ReduceLaunch& l) {
   });
 }
 
-#define CROSSFIRE_CUDA_INSTANTIATE_REDUCE(name, Tag)                       \
+#define CROSSFIRE_CUDA_INSTANTIATE_REDUCE(name, Tag, types)                     \
   template size_t reduce_scratch_bytes<fn::Tag>(const ReduceLaunch&);      \
   template void reduce<fn::Tag>(const ReduceLaunch&);
 CROSSFIRE_CUDA_REDUCE_OPS(CROSSFIRE_CUDA_INSTANTIATE_REDUCE)
