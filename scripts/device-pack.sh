@@ -4,11 +4,11 @@
 # neither install packages nor reach the network (scripts/gpu-check.sh builds on the GPU machine instead, where it
 # can): a Release tree with CUDA on and Vulkan off, only the CUDA test binaries, the `crossfire` command and the
 # kernel benchmarks, stripped, with the shared libraries they need beside them (glibc excepted: the GPU machine's
-# own, as new as this one's or newer, serves), in one archive: .device/pack.tar.xz (about 5 MB; the folder is
-# ignored by git, so a device run carries it by name). scripts/device-run.sh runs the check there.
+# own, as new as this one's or newer, serves), in one archive: .device/pack.tar.gz (about 14 MB; gzip, which every
+# machine unpacks; the folder is ignored by git, so a device run carries it by name). scripts/device-run.sh runs the check there.
 #
 # Usage: scripts/device-pack.sh [build-dir]      (default: build/device)
-# Then, on the GPU machine, from the repository root: scripts/device-run.sh .device/pack.tar.xz
+# Then, on the GPU machine, from the repository root: scripts/device-run.sh .device/pack.tar.gz
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,6 +41,6 @@ for b in "$STAGE"/bin/*; do
   done
 done
 git rev-parse HEAD >"$STAGE/commit" 2>/dev/null || echo unknown >"$STAGE/commit"
-tar -C "$STAGE" -cJf "$PACK/pack.tar.xz" bin lib commit
-echo "packed $(du -sh "$STAGE" | cut -f1) as $PACK/pack.tar.xz ($(du -h "$PACK/pack.tar.xz" | cut -f1)), commit $(cat "$STAGE/commit"):"
+tar -C "$STAGE" -czf "$PACK/pack.tar.gz" bin lib commit
+echo "packed $(du -sh "$STAGE" | cut -f1) as $PACK/pack.tar.gz ($(du -h "$PACK/pack.tar.gz" | cut -f1)), commit $(cat "$STAGE/commit"):"
 ls -la "$STAGE/bin" "$STAGE/lib"

@@ -6,16 +6,16 @@
 # bounded by `timeout`, prints its duration, and a failing stage does not stop the later ones. The exit status is
 # that of the worst stage.
 #
-# Usage: scripts/device-run.sh [pack.tar.xz [campaign-seconds]]   (defaults: .device/pack.tar.xz, 90)
+# Usage: scripts/device-run.sh [pack.tar.gz [campaign-seconds]]   (defaults: .device/pack.tar.gz, 90)
 # Results: $OUT/device/ when OUT is set (test XML, the campaign's report, the benchmarks' JSON, the log), else
 # out/device/.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ARCHIVE=${1:-.device/pack.tar.xz}
+ARCHIVE=${1:-.device/pack.tar.gz}
 [[ -f "$ARCHIVE" ]] || { echo "error: no pack at $ARCHIVE (make one with scripts/device-pack.sh)" >&2; exit 2; }
 PACK=$(mktemp -d)
-tar -C "$PACK" -xJf "$ARCHIVE" || { echo "error: cannot unpack $ARCHIVE" >&2; exit 2; }
+tar -C "$PACK" -xzf "$ARCHIVE" || { echo "error: cannot unpack $ARCHIVE" >&2; exit 2; }
 RESULTS=${OUT:+$OUT/device}
 RESULTS=${RESULTS:-out/device}
 mkdir -p "$RESULTS"
