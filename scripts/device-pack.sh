@@ -5,7 +5,8 @@
 # can): a Release tree with CUDA on and Vulkan off, only the CUDA test binaries, the `crossfire` command and the
 # kernel benchmarks, stripped, with the shared libraries they need beside them (glibc excepted: the GPU machine's
 # own, as new as this one's or newer, serves), in one archive: .device/pack.tar.gz (about 14 MB; gzip, which every
-# machine unpacks; the folder is ignored by git, so a device run carries it by name). scripts/device-run.sh runs the check there.
+# machine unpacks; the folder is ignored by git, so a device run carries it by name). scripts/device-run.sh runs
+# the check there.
 #
 # Usage: scripts/device-pack.sh [build-dir]      (default: build/device)
 # Then, on the GPU machine, from the repository root: scripts/device-run.sh .device/pack.tar.gz
@@ -42,5 +43,6 @@ for b in "$STAGE"/bin/*; do
 done
 git rev-parse HEAD >"$STAGE/commit" 2>/dev/null || echo unknown >"$STAGE/commit"
 tar -C "$STAGE" -czf "$PACK/pack.tar.gz" bin lib commit
-echo "packed $(du -sh "$STAGE" | cut -f1) as $PACK/pack.tar.gz ($(du -h "$PACK/pack.tar.gz" | cut -f1)), commit $(cat "$STAGE/commit"):"
+echo "packed $(du -sh "$STAGE" | cut -f1) as $PACK/pack.tar.gz ($(du -h "$PACK/pack.tar.gz" | cut -f1)," \
+  "commit $(cat "$STAGE/commit")):"
 ls -la "$STAGE/bin" "$STAGE/lib"

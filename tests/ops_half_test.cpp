@@ -70,7 +70,8 @@ TEST(HalfPrecision, HalvesWidenExactlyAndNarrowToNearestEven) {
     for (uint32_t h = 0; h < 0x7c00; h += 7) {
       const double a = reference::half_value(uint16_t(h), dt), b = reference::half_value(uint16_t(h + 1), dt);
       const float mid = float((a + b) / 2);
-      for (float f : {float(a), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) xs.push_back(f), xs.push_back(-f);
+      for (float f : {float(a), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)})
+        xs.push_back(f), xs.push_back(-f);
     }
   for (float f : {65504.0f, 65519.99f, 65520.0f, 1e30f, std::numeric_limits<float>::infinity(), 0x1p-25f, 0x1.8p-25f,
                   0x1p-26f, std::numeric_limits<float>::quiet_NaN(), 0x1.fffffep127f})
@@ -188,7 +189,8 @@ TEST(HalfPrecision, ReductionsMatmulAndConvAccumulateInF32) {
   // conv2d: the same three products in one 1x3 window.
   EXPECT_EQ(value(conv2d(reshape(a, {1, 1, 1, 3}), reshape(b, {1, 1, 1, 3}), nullptr, {1, 1}, {0, 0})),
             f32s({1.0078125f}));
-  EXPECT_EQ(value(softmax(cast(vec(f32s({0.f, 0.f, 0.f, 0.f}), d), DType::f16), 0)), f32s({0.25f, 0.25f, 0.25f, 0.25f}));
+  EXPECT_EQ(value(softmax(cast(vec(f32s({0.f, 0.f, 0.f, 0.f}), d), DType::f16), 0)),
+            f32s({0.25f, 0.25f, 0.25f, 0.25f}));
   // arange: element i is start + i*step in f64, rounded once to the dtype; bit-identical to the CPU backend.
   for (DType dt : {DType::f16, DType::bf16}) {
     const Tensor v = arange(-3.0, 7.0, 0.1, dt, d), c = arange(-3.0, 7.0, 0.1, dt, Device{BackendKind::cpu, 0});
