@@ -1316,8 +1316,10 @@ bool within_bound(const ErrorBound& bound, double got, double exact, double magn
 }
 
 namespace {
-// An element's f32 bit pattern, for messages about bits (a value read back from f32 narrows exactly).
-std::string f64_bits_str(double v) {
+// An element's bit pattern in its dtype, for messages about bits (a value read back from f32, f16 or bf16 narrows
+// exactly, a NaN's payload included: Note [Half NaNs keep their payload]).
+std::string f64_bits_str(double v, DType dt) {
+  if (is_half(dt)) return fmt::format("0x{:04x}", half_bits(v, dt));
   const float f = float(v);
   uint32_t b = 0;
   std::memcpy(&b, &f, sizeof b);
@@ -1336,7 +1338,8 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
   const ErrorBound bound = bound_for(op, want.dtype);
   const bool bitwise = bound.bitwise;
   // Data movement copies its input's bits (moves_data): the sign of a zero and a NaN's payload must survive. Both
-  // values were widened from f32 the same way (RefTensor::from), so their f64 bits compare the f32 bits.
+  // values were widened from f32, f16 or bf16 the same way (RefTensor::from; Note [Half NaNs keep their payload]),
+  // so their f64 bits compare the dtype's bits.
   const bool same_bits_wanted = moves_data(op.family);
   if (want.dtype == DType::i64) {  // exact integers, compared as such (f64 cannot tell 2^53 from 2^53 + 1)
     if (got.ints.size() != want.values.size() || want.ints.size() != want.values.size())
@@ -1353,7 +1356,7 @@ std::optional<Mismatch> first_mismatch(const OpDef& op, const RefResult& expecte
     if (same_bits_wanted && std::memcmp(&g, &e, sizeof g) != 0)
       return Mismatch{int64_t(i), g, e, 0,
                       fmt::format("element {}: got {} ({}), expected the bits of {} ({}): data movement copies bits",
-                                  i, g, f64_bits_str(g), e, f64_bits_str(e))};
+                                  i, g, f64_bits_str(g, want.dtype), e, f64_bits_str(e, want.dtype))};
     if (!within_bound(bound, want.dtype, g, e, m, t, accumulates_in_dtype)) {
       double allowed = allowed_error(bound, want.dtype, m, t, accumulates_in_dtype);
       return Mismatch{int64_t(i), g, e, allowed,
