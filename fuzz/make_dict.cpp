@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writes the libFuzzer dictionary of the program format (docs/program-format.md) from the op table and the
 // format's own keywords, so the dictionary never lists ops by hand: every op name, every parameter name as
-// `name=`, every dtype and backend. The build runs it (fuzz/CMakeLists.txt); .clusterfuzzlite/build.sh ships the
+// `name=`, every dtype and backend, the header of every format version. The build runs it (fuzz/CMakeLists.txt); .clusterfuzzlite/build.sh ships the
 // result beside the targets that parse programs.
 #include <cstdio>
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "crossfire/crossfire.hpp"
+#include "crossfire/harness/program.hpp"
 
 int main(int argc, char** argv) {
   using namespace crossfire;
@@ -15,9 +18,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s OUT.dict\n", argv[0]);
     return 2;
   }
-  std::set<std::string> tokens = {"crossfire-program 1\n", "input ", "node ", "backward ", "tracked", " = ",
-                                  "none",  "true",  "false", "inf",   "-inf", "nan",     "0x1p+0", "-0x0p+0",
-                                  "x\"",   "[]",    ", ",    "%0",    "%1",   "@",       "#",      "\n"};
+  std::set<std::string> tokens = {"input ", "node ", "backward ", "tracked", " = ", "none", "true", "false", "inf",
+                                  "-inf", "nan", "nan(0x", "-nan(0x", "0x1p+0", "-0x0p+0", "x\"", "[]", ", ", "%0",
+                                  "%1", "@", "#", "\n"};
+  for (int v = 1; v <= crossfire::harness::Program::kFormatVersion; ++v)
+    tokens.insert(fmt::format("crossfire-program {}\n", v));
   for (DType d : kAllDTypes) tokens.insert(std::string(dtype_name(d)));
   for (BackendKind b : backend_kinds())
     for (int i = 0; i < 2; ++i) tokens.insert(std::string(backend_name(b)) + ":" + std::to_string(i));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -201,6 +202,9 @@ class Generator {
                  (c_.coin(1, 8) ? -1.0f : 1.0f);
         if (k == 10)  // a denormal: a backend may flush it (tiny), but compares and data movement must keep it
           return std::ldexp(float(pick(1, 1 << 10)), int(pick(-149, -127))) * (c_.coin(1, 2) ? -1.0f : 1.0f);
+        if (k == 8 && c_.coin(1, 2))  // a NaN with a sign and a payload that f16 and bf16 keep too (fraction bits
+          // 16-21 below the quiet bit): data movement must copy it (Note [NaN payloads in the text])
+          return std::bit_cast<float>((c_.coin(1, 2) ? 0x80000000u : 0u) | 0x7fc00000u | uint32_t(pick(1, 63)) << 16);
         return kSpecial[size_t(k)];
       }
     }

@@ -65,6 +65,18 @@ void append_float(Out& out, double v) {
     put(out, {buf, size_t(r.ptr - buf)});
   }
 }
+
+// An input's value from its f32 bits (f16 and bf16 values are f32 values too): as append_float does, except a NaN
+// other than the default quiet one (fraction 0x400000), whose sign and fraction bits are written (f32 bits
+// 0x7fe30000 as `nan(0x630000)`), so that its payload survives the text (Note [NaN payloads in the text]).
+void append_f32_bits(Out& out, uint32_t b) {
+  const uint32_t fraction = b & 0x7fffffu;
+  if ((b & 0x7f800000u) == 0x7f800000u && fraction != 0 && fraction != 0x400000u) {
+    fmt::format_to(fmt::appender(out), "{}nan(0x{:x})", (b >> 31) != 0 ? "-" : "", fraction);
+    return;
+  }
+  append_float(out, bits_to_f32(b));
+}
 }  // namespace
 
 std::string format_float(double v) {
@@ -132,7 +144,7 @@ std::string print_program(const Program& p) {
       if (is_float(in.dtype)) {  // f16/bf16 values are f32 values (Note [Half precision] in device.hpp)
         for (uint32_t b : in.f32_bits) {
           out.push_back(' ');
-          append_float(out, bits_to_f32(b));
+          append_f32_bits(out, b);
         }
       } else {
         for (int64_t x : in.ints) fmt::format_to(fmt::appender(out), " {}", x);
@@ -297,6 +309,44 @@ class Parser {
     }
     return v;
   }
+  // Note [NaN payloads in the text]
+  // Data movement must copy a NaN's payload (contract section 6), so a program must be able to hold one: from
+  // version 4 an input value may be `[-]nan(0x<hex>)`, the NaN whose f32 fraction bits are <hex> (1 to 0x7fffff;
+  // 0x400000 alone is the default `nan`), signalling ones included. An f16 or bf16 input's NaN must be one of its
+  // dtype: the fraction's bits below its 10 (7) are 0 and those kept are not all 0. Earlier versions know no
+  // payload, and `nan(` in them is refused, naming the version. (Float attributes hold no NaN payload.)
+  std::optional<uint32_t> nan_with_payload(DType dt) {
+    skip_spaces();
+    const size_t s = col_;
+    const std::string_view rest = line_text_.substr(col_);
+    const bool negative = !rest.empty() && rest[0] == '-';
+    const std::string_view body = rest.substr(negative ? 1 : 0);
+    if (body.size() < 4 || (body[0] | 0x20) != 'n' || (body[1] | 0x20) != 'a' || (body[2] | 0x20) != 'n' ||
+        body[3] != '(')
+      return std::nullopt;
+    if (version_ < Program::kNaNPayloadVersion)
+      fail(fmt::format("a NaN payload (`nan(0x...)`) needs format version {} (this file says version {})",
+                       Program::kNaNPayloadVersion, version_));
+    const size_t close = body.find(')');
+    const std::string_view inside = body.substr(4, close == std::string_view::npos ? 0 : close - 4);
+    uint32_t fraction = 0;
+    const bool hex = inside.size() > 2 && inside[0] == '0' && (inside[1] | 0x20) == 'x';
+    const auto [end, ec] = hex ? std::from_chars(inside.data() + 2, inside.data() + inside.size(), fraction, 16)
+                               : std::from_chars_result{inside.data(), std::errc::invalid_argument};
+    if (close == std::string_view::npos || ec != std::errc() || end != inside.data() + inside.size() ||
+        fraction == 0 || fraction > 0x7fffffu)
+      fail(fmt::format("`{}` is not a NaN payload: write nan(0x<hex>), the f32 fraction bits 0x1 to 0x7fffff",
+                       printable(body.substr(0, close == std::string_view::npos ? body.size() : close + 1))));
+    if (is_half(dt)) {
+      const int dropped = dt == DType::f16 ? 13 : 16;  // f32's 23 fraction bits less the dtype's 10 or 7
+      if ((fraction & ((1u << dropped) - 1)) != 0 || (fraction >> dropped) == 0)
+        fail(fmt::format("nan(0x{:x}) is not a NaN of {} (its payload is the top {} of the 23 fraction bits)",
+                         fraction, dtype_name(dt), 23 - dropped));
+    }
+    col_ = s + (negative ? 1 : 0) + close + 1;
+    return (negative ? 0x80000000u : 0u) | 0x7f800000u | fraction;
+  }
+
   double number() {
     skip_spaces();
     size_t s = col_;
@@ -483,7 +533,9 @@ class Parser {
       skip_spaces();
       if (at_end_of_line() || peek() == '#')
         fail(fmt::format("expected {} values for shape [{}], got {}", numel, fmt::join(dims, ", "), i));
-      if (in.dtype == DType::f32) {
+      if (const std::optional<uint32_t> nan = nan_with_payload(in.dtype)) {
+        in.f32_bits.push_back(*nan);
+      } else if (in.dtype == DType::f32) {
         in.f32_bits.push_back(f32_to_bits(float(number())));
       } else if (is_half(in.dtype)) {
         size_t c = col_;
@@ -609,7 +661,7 @@ class Parser {
   int line_ = 0;
   size_t col_ = 0;
   int64_t total_elements_ = 0;
-  int version_ = 1;  // the header's: version 2 added the dtypes f16 and bf16
+  int version_ = 1;  // the header's (Program::kFormatVersion says what each added)
 };
 
 }  // namespace

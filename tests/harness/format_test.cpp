@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "crossfire/harness/generate.hpp"
 #include "crossfire/harness/program.hpp"
 
@@ -117,7 +119,7 @@ TEST(ProgramFormat, I64InputsRoundTripAndNeedVersion3) {
   EXPECT_EQ(p.values[0].input().ints,
             (std::vector<int64_t>{INT64_MIN, INT64_MAX, (int64_t(1) << 53) + 1, 0, -1}));
   const std::string printed = print_program(p);
-  EXPECT_NE(printed.find("crossfire-program 3\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find(fmt::format("crossfire-program {}\n", Program::kFormatVersion)), std::string::npos) << printed;
   EXPECT_NE(printed.find("= -9223372036854775808 9223372036854775807 9007199254740993 0 -1"), std::string::npos)
       << printed;
   EXPECT_EQ(parse_program(printed), p);
@@ -131,6 +133,34 @@ TEST(ProgramFormat, I64InputsRoundTripAndNeedVersion3) {
   expect_parse_error("crossfire-program 3\ninput %0 i32 [1] cpu:0 = 2147483648\n", 2, 26, "i32 value 2147483648 is out of range");
   expect_parse_error("crossfire-program 3\ninput %0 i65 [1] cpu:0 = 1\n", 2, 10,
                      "unknown dtype `i65` (f32, i32, bool, f16, bf16, i64)");
+}
+
+// Version 4 added NaN payloads in input values (Note [NaN payloads in the text]): `nan(0x<fraction>)` with a sign,
+// signalling NaNs included, round-trips to the bit; the default quiet NaN still prints as `nan`; a half's NaN must
+// be one of its dtype; a version 3 file with a payload is refused, naming the version.
+TEST(ProgramFormat, NaNPayloadsRoundTripAndNeedVersion4) {
+  const std::string text =
+      "crossfire-program 4\ninput %0 f32 [4] cpu:0 = nan(0x630000) -nan(0x1) nan -nan\n"
+      "input %1 f16 [2] cpu:0 = nan(0x2a0000) -NaN(0x7FE000)\ninput %2 bf16 [1] cpu:0 = -nan(0x550000)\n"
+      "node %3 cat tensors=[%0, %0] axis=0\n";
+  const Program p = parse_program(text);
+  // 0x7fe30000 is quiet with a payload; 0xff800001 signalling; then the default quiet NaN and its negation.
+  EXPECT_EQ(p.values[0].input().f32_bits, (std::vector<uint32_t>{0x7fe30000u, 0xff800001u, 0x7fc00000u, 0xffc00000u}));
+  EXPECT_EQ(p.values[1].input().f32_bits, (std::vector<uint32_t>{0x7faa0000u, 0xffffe000u}));  // f16 0x7d50, 0xffff
+  EXPECT_EQ(p.values[2].input().f32_bits, (std::vector<uint32_t>{0xffd50000u}));               // bf16 0xffd5
+  const std::string printed = print_program(p);
+  EXPECT_NE(printed.find("crossfire-program 4\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("= nan(0x630000) -nan(0x1) nan -nan\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("= nan(0x2a0000) -nan(0x7fe000)\n"), std::string::npos) << printed;
+  EXPECT_EQ(parse_program(printed), p);
+  expect_parse_error("crossfire-program 3\ninput %0 f32 [1] cpu:0 = nan(0x1)\n", 2, 26,
+                     "a NaN payload (`nan(0x...)`) needs format version 4 (this file says version 3)");
+  for (const char* bad : {"nan(0x0)", "nan(0x800000)", "nan(12)", "nan(0x1", "nan()", "nan(0x1g)"})
+    expect_parse_error(fmt::format("crossfire-program 4\ninput %0 f32 [1] cpu:0 = {}\n", bad), 2, 26,
+                       "is not a NaN payload");
+  // f16 keeps the top 10 of the 23 fraction bits, bf16 the top 7: a payload below them is not a NaN of the dtype.
+  expect_parse_error("crossfire-program 4\ninput %0 f16 [1] cpu:0 = nan(0x1000)\n", 2, 26, "is not a NaN of f16");
+  expect_parse_error("crossfire-program 4\ninput %0 bf16 [1] cpu:0 = nan(0x2a8000)\n", 2, 27, "is not a NaN of bf16");
 }
 
 // rand and randn took no dtype before 2026-12-03: such a file reads as f32, and prints with the dtype written.
@@ -149,7 +179,7 @@ TEST(ProgramFormat, RandomOpsWithoutADtypeReadAsF32) {
 
 TEST(ProgramFormat, MalformedProgramsGiveLineAndColumn) {
   expect_parse_error("", 1, 1, "empty program");
-  expect_parse_error("crossfire-program 4\n", 1, 0, "unsupported format version 4");
+  expect_parse_error("crossfire-program 5\n", 1, 0, "unsupported format version 5");
   // Version 2 added f16 and bf16: a version 1 file naming them is refused, naming the dtype; their values must be
   // values of the dtype.
   expect_parse_error("crossfire-program 1\ninput %0 f16 [1] cpu:0 = 1\n", 2, 10, "dtype `f16` needs format version 2");

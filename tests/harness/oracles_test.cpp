@@ -366,6 +366,20 @@ TEST(GradientOracle, IsNotFooledByWhatFooledItInCampaigns) {
             1u);
 }
 
+// Data movement copies a NaN's payload on every device (tests/harness/programs/nan-payload-bf16-unfold.program: a
+// campaign finding against Vulkan's unfold of halves). The agreement oracle runs it on each device this machine has.
+TEST(AgreementOracle, DataMovementKeepsANaNsPayloadOnEveryDevice) {
+  const Program p = test_program("nan-payload-bf16-unfold.program");
+  if (const auto why = missing_device(p)) GTEST_SKIP() << *why;
+  CheckOptions o = only(OracleKind::agreement);
+  o.devices.clear();
+  for (BackendKind k : {BackendKind::cpu, BackendKind::vulkan, BackendKind::cuda})
+    if (backend(k).available() && backend(k).dtypes().contains(DType::bf16)) o.devices.push_back(Device{k, 0});
+  const ProgramReport r = check_program(p, o);
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  EXPECT_GE(r.counts[size_t(OracleKind::agreement)].checked, o.devices.size());
+}
+
 // where(x != y, y, x) at x = y = 0: the condition is false at the point and true on both sides of it, so the
 // function is y = 0 all around while the chain rule at the point sends the gradient to x (1). Finite differences
 // must see that flip against the point itself, not only between the two sides (a campaign, seed 20261207: reduced

@@ -91,8 +91,10 @@ struct Value {
 static_assert(std::is_nothrow_move_constructible_v<Value>);
 
 struct Program {
-  // 2: dtypes f16 and bf16; 3: i64. Files of every earlier version are still read (with the dtypes they knew).
-  static constexpr int kFormatVersion = 3;
+  // 2: dtypes f16 and bf16; 3: i64; 4: NaN payloads in input values (`nan(0x...)`). Files of every earlier
+  // version are still read (with the dtypes and values they knew).
+  static constexpr int kFormatVersion = 4;
+  static constexpr int kNaNPayloadVersion = 4;
   std::vector<Value> values;        // value i is `%i`; arguments only refer to earlier values
   std::optional<int> backward_of;   // run reverse mode from this value (seed: ones), checking gradients
   friend bool operator==(const Program&, const Program&) = default;
