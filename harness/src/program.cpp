@@ -533,7 +533,7 @@ class Parser {
       skip_spaces();
       if (at_end_of_line() || peek() == '#')
         fail(fmt::format("expected {} values for shape [{}], got {}", numel, fmt::join(dims, ", "), i));
-      if (const std::optional<uint32_t> nan = nan_with_payload(in.dtype)) {
+      if (const std::optional<uint32_t> nan = is_float(in.dtype) ? nan_with_payload(in.dtype) : std::nullopt) {
         in.f32_bits.push_back(*nan);
       } else if (in.dtype == DType::f32) {
         in.f32_bits.push_back(f32_to_bits(float(number())));

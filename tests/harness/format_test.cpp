@@ -161,6 +161,9 @@ TEST(ProgramFormat, NaNPayloadsRoundTripAndNeedVersion4) {
   // f16 keeps the top 10 of the 23 fraction bits, bf16 the top 7: a payload below them is not a NaN of the dtype.
   expect_parse_error("crossfire-program 4\ninput %0 f16 [1] cpu:0 = nan(0x1000)\n", 2, 26, "is not a NaN of f16");
   expect_parse_error("crossfire-program 4\ninput %0 bf16 [1] cpu:0 = nan(0x2a8000)\n", 2, 27, "is not a NaN of bf16");
+  // Only float inputs hold NaNs (fuzz_program_parse found a bool input taking one, which then printed no value).
+  expect_parse_error("crossfire-program 4\ninput %0 bool [1] cpu:0 = nan(0x7c7)\n", 2, 27, "expected an integer");
+  expect_parse_error("crossfire-program 4\ninput %0 i64 [1] cpu:0 = -nan(0x400000)\n", 2, 26, "expected an integer");
 }
 
 // rand and randn took no dtype before 2026-12-03: such a file reads as f32, and prints with the dtype written.
