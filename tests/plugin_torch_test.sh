@@ -7,7 +7,8 @@
 #  3. a campaign of a fixed number of programs with `--plugin ... --backends cpu,torch` and the plug-in's expect
 #     file passes (exit 0), checks every oracle and scores torch:0 on most ops;
 #  4. every kept finding (plugins/torch/findings/*.program) still fails as recorded: a difference that libtorch
-#     stops making must leave the expect file, and this says so.
+#     stops making must leave the expect file, and this says so;
+#  5. every program of plugins/torch/agrees/ (once failed, not a difference of semantics) replays clean.
 # Exits 77 (skipped, with the reason) when libtorch's CMake package is not installed.
 #
 #   tests/plugin_torch_test.sh BUILD_DIR SOURCE_DIR CXX_COMPILER [PROGRAMS]
@@ -57,4 +58,15 @@ for f in "$src"/plugins/torch/findings/*.program; do
 done
 ((n > 0)) || fail "no findings under plugins/torch/findings/"
 echo "plugin_torch_test: all $n findings still reproduce"
+
+# Programs that once failed on torch:0 without being differences of semantics (plugins/torch/agrees/: ATen's
+# accumulation in the half dtype, declared, and what it may do to a gradient): each must replay clean.
+n=0
+for f in "$src"/plugins/torch/agrees/*.program; do
+  out=$("$crossfire" --plugin "$plugin" replay "$f" --backends cpu:0,torch 2>&1) && status=0 || status=$?
+  [[ $status == 0 ]] || { echo "$out" | tail -20; fail "$(basename "$f"): replay exited $status, not 0"; }
+  n=$((n + 1))
+done
+((n > 0)) || fail "no programs under plugins/torch/agrees/"
+echo "plugin_torch_test: all $n programs of plugins/torch/agrees/ agree"
 echo "plugin_torch_test: ok"
