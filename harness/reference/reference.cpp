@@ -140,15 +140,26 @@ double half_value(uint16_t bits, DType dt) {
   return sign * std::ldexp(double(1024 + fraction), exponent - 25);
 }
 
+namespace {
+// The f16/bf16 NaN with this sign and the top of an f32's 23 fraction bits (the quiet NaN where those are all 0).
+uint16_t half_nan(bool negative, uint32_t f32_fraction, DType dt) {
+  const uint16_t sign = negative ? 0x8000u : 0u;
+  if (dt == DType::bf16) {
+    const uint32_t payload = f32_fraction >> 16;
+    return uint16_t(sign | 0x7f80u | (payload ? payload : 0x40u));
+  }
+  const uint32_t payload = f32_fraction >> 13;
+  return uint16_t(sign | 0x7c00u | (payload ? payload : 0x200u));
+}
+}  // namespace
+
 uint16_t half_bits(double v, DType dt) {
   const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
   const double a = std::fabs(v);
   if (a != a) {  // the top of the payload, where half_value() put it (an f32's fraction is the top of an f64's)
     uint64_t b;
     std::memcpy(&b, &v, sizeof b);
-    const uint32_t payload = uint32_t(dt == DType::bf16 ? (b >> 45) & 0x7fu : (b >> 42) & 0x3ffu);
-    if (dt == DType::bf16) return uint16_t(sign | 0x7f80u | (payload ? payload : 0x40u));
-    return uint16_t(sign | 0x7c00u | (payload ? payload : 0x200u));
+    return half_nan(sign != 0, uint32_t(b >> 29) & 0x7fffffu, dt);
   }
   if (dt == DType::bf16) {
     const float f = float(a);  // exact: v is a bf16 value
@@ -162,6 +173,14 @@ uint16_t half_bits(double v, DType dt) {
   std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
   const auto fraction = uint16_t((a / std::ldexp(1.0, e - 1) - 1.0) * 1024);
   return uint16_t(sign | uint16_t((e - 1 + 15) << 10) | fraction);
+}
+
+uint16_t half_bits_of_f32(uint32_t f32_bits, DType dt) {
+  if ((f32_bits & 0x7f800000u) == 0x7f800000u && (f32_bits & 0x7fffffu) != 0)
+    return half_nan((f32_bits >> 31) != 0, f32_bits & 0x7fffffu, dt);
+  float f;
+  std::memcpy(&f, &f32_bits, sizeof f);
+  return half_bits(f, dt);
 }
 
 namespace {

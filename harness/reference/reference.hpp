@@ -149,6 +149,9 @@ double half_value(uint16_t bits, DType dt);
 // its payload, the bits that half_value() put there (a NaN whose kept payload would be 0 becomes the quiet NaN
 // 0x7e00 or 0x7fc0 with v's sign).
 uint16_t half_bits(double v, DType dt);
+// The same from an f32's bits that hold a value of dt (a program's f16/bf16 input): a NaN's bits move as bits, so a
+// signalling one stays one (going through a double would quiet it).
+uint16_t half_bits_of_f32(uint32_t f32_bits, DType dt);
 
 // Whether an output element of `op` with dtype `dt` must match exactly.
 inline bool compares_bitwise(const OpDef& op, DType dt) { return op.bound.bitwise || !is_float(dt); }

@@ -172,18 +172,7 @@ std::vector<uint8_t> input_bytes(const InputDef& in) {
     for (int64_t i = 0; i < n; ++i) b.push_back(uint8_t(in.ints[size_t(i)] != 0));
   } else if (is_half(in.dtype)) {  // held as f32 values that the dtype represents (the parser checks)
     for (int64_t i = 0; i < n; ++i) {
-      const uint32_t f = in.f32_bits[size_t(i)];
-      // A NaN's bits move as bits, so that a signalling one stays one (Note [NaN payloads in the text]); any other
-      // value through the reference's rounding, exact here.
-      const bool nan = (f & 0x7f800000u) == 0x7f800000u && (f & 0x7fffffu) != 0;
-      uint16_t h = 0;
-      if (!nan) {
-        h = reference::half_bits(bits_to_f32(f), in.dtype);
-      } else {
-        const bool bf = in.dtype == DType::bf16;
-        const uint32_t payload = bf ? f >> 16 & 0x7fu : f >> 13 & 0x3ffu;  // the parser keeps it nonzero
-        h = uint16_t((f >> 16 & 0x8000u) | (bf ? 0x7f80u : 0x7c00u) | (payload != 0 ? payload : bf ? 0x40u : 0x200u));
-      }
+      const uint16_t h = reference::half_bits_of_f32(in.f32_bits[size_t(i)], in.dtype);  // a NaN as its bits
       b.push_back(uint8_t(h & 0xff));
       b.push_back(uint8_t(h >> 8));
     }

@@ -89,20 +89,8 @@ inline decltype(auto) visit_dtype(DType d, F&& f) {
 // A valid axis (dispatch's rules checked it) normalised to [0, rank).
 
 // ---- conversions (op table: cast, full, arange) ------------------------------------------------------------------
-// Note [Conversions never hit undefined behaviour]
-// C++ leaves float -> int conversion of a NaN or an out-of-range value undefined, and double -> float of a value
-// beyond FLT_MAX too. crossfire defines them: f32/f64 -> i32 or i64 truncates toward zero, saturates at the
-// integer's MIN/MAX and maps NaN to 0; x -> bool is x != 0 (so NaN -> true); f64 -> f32 rounds to nearest with
-// overflow to +-inf; i64 -> i32 keeps the low 32 bits. Every backend must produce the same bits, so the rule lives
-// here once and the tests pin it.
-template <class I, class F>
-inline I float_to_int(F x) {
-  constexpr F kLimit = F(std::numeric_limits<I>::max()) + F(1);  // 2^31 or 2^63: exact in f32 and f64
-  if (x != x) return 0;
-  if (x >= kLimit) return std::numeric_limits<I>::max();
-  if (x < -kLimit) return std::numeric_limits<I>::min();
-  return I(x);  // in range: truncates toward zero
-}
+// float -> i32/i64 is crossfire::float_to_int (device.hpp, Note [Conversions never hit undefined behaviour]), shared
+// with every backend's host code.
 template <class F>
 inline int32_t float_to_i32(F x) {
   return float_to_int<int32_t>(x);

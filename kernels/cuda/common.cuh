@@ -87,17 +87,6 @@ __device__ __forceinline__ float i64_to_f32_odd(int64_t v) {
   return __float2ll_rz(f) == v ? f : __uint_as_float(__float_as_uint(f) | 1u);
 }
 
-// A float (f32 or f64) to i32 or i64: truncated toward zero, saturated, NaN -> 0.
-template <class I, class F>
-__device__ __forceinline__ I float_to_int(F x) {
-  constexpr F kLimit = std::is_same_v<I, int32_t> ? F(2147483648.0) : F(9223372036854775808.0);  // exact in both
-  constexpr I kMax = std::is_same_v<I, int32_t> ? I(INT32_MAX) : I(INT64_MAX);
-  if (x != x) return 0;
-  if (x >= kLimit) return kMax;
-  if (x < -kLimit) return I(-kMax - 1);
-  return I(x);
-}
-
 // x converted to D as cast converts (bool is uint8_t, 0 or 1).
 template <class D, class S>
 __device__ __forceinline__ D convert(S x) {
@@ -112,7 +101,7 @@ __device__ __forceinline__ D convert(S x) {
   } else if constexpr (std::is_same_v<D, uint8_t>) {
     return x != S(0) ? 1 : 0;
   } else if constexpr (std::is_same_v<D, int32_t> || std::is_same_v<D, int64_t>) {
-    if constexpr (std::is_floating_point_v<S>) return float_to_int<D>(x);
+    if constexpr (std::is_floating_point_v<S>) return float_to_int<D>(x);  // device.hpp: every backend's rule
     else return D(x);  // widening, or i64 -> i32: the low 32 bits
   } else if constexpr (std::is_same_v<S, double>) {
     return __double2float_rn(x);  // overflow to the infinity of its sign

@@ -147,23 +147,14 @@ uint64_t bits_of(double v, DType dt) {
   switch (dt) {
     case DType::f16:
     case DType::bf16: return half_bits_of(v, dt);
-    case DType::i64: {
-      const int64_t i = v != v                           ? 0
-                        : v >= 9223372036854775808.0     ? INT64_MAX
-                        : v < -9223372036854775808.0     ? INT64_MIN
-                                                         : int64_t(v);
-      return uint64_t(i);
-    }
+    case DType::i64: return uint64_t(float_to_int<int64_t>(v));
     case DType::f32: {
       const float f = round_to_f32(v);
       uint32_t u;
       std::memcpy(&u, &f, 4);
       return u;
     }
-    case DType::i32: {
-      int32_t i = v != v ? 0 : v >= 2147483648.0 ? INT32_MAX : v < -2147483648.0 ? INT32_MIN : int32_t(v);
-      return uint32_t(i);
-    }
+    case DType::i32: return uint32_t(float_to_int<int32_t>(v));
     case DType::boolean: return v != 0 ? 1u : 0u;
   }
   return 0;

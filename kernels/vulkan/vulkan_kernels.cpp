@@ -302,16 +302,6 @@ void halves_via_f32(const KernelCall& call) {
 
 // ---- creation ------------------------------------------------------------------------------------------------------
 
-// f64 -> i32 or i64: truncate toward zero, saturate, NaN -> 0 (Note [64-bit integers] in device.hpp).
-template <class I>
-I to_int_saturating(double v) {
-  constexpr double kLimit = double(std::numeric_limits<I>::max()) + 1.0;  // 2^31 or 2^63: exact in f64
-  if (std::isnan(v)) return 0;
-  if (v >= kLimit) return std::numeric_limits<I>::max();
-  if (v < -kLimit) return std::numeric_limits<I>::min();
-  return I(v);
-}
-
 void fill_kernel(const KernelCall& call) {
   const TensorImpl& out = call.out;
   if (out.nbytes == 0) return;
@@ -324,7 +314,7 @@ void fill_kernel(const KernelCall& call) {
       std::memcpy(&pattern, &f, 4);
       break;
     }
-    case DType::i32: pattern = uint32_t(to_int_saturating<int32_t>(v)); break;
+    case DType::i32: pattern = uint32_t(float_to_int<int32_t>(v)); break;
     case DType::boolean: pattern = v != 0 ? 0x01010101u : 0u; break;
     case DType::f16:
     case DType::bf16: {  // two copies of the element, each half of the word
@@ -333,7 +323,7 @@ void fill_kernel(const KernelCall& call) {
       break;
     }
     case DType::i64: {
-      const int64_t x = to_int_saturating<int64_t>(v);
+      const int64_t x = float_to_int<int64_t>(v);
       if (x == 0 || x == -1) {  // both words alike: one fill
         pattern = uint32_t(x);
         break;
@@ -376,10 +366,10 @@ void arange_kernel(const KernelCall& call) {
       const float f = float(x);
       std::memcpy(&bytes[4 * i], &f, 4);
     } else if (out.dtype == DType::i64) {
-      const int64_t v = to_int_saturating<int64_t>(std::trunc(x));
+      const int64_t v = float_to_int<int64_t>(x);
       std::memcpy(&bytes[8 * i], &v, 8);
     } else {
-      const int32_t v = to_int_saturating<int32_t>(std::trunc(x));
+      const int32_t v = float_to_int<int32_t>(x);
       std::memcpy(&bytes[4 * i], &v, 4);
     }
   }

@@ -119,6 +119,29 @@ static_assert(is_float(DType::f32) && is_float(DType::f16) && is_float(DType::bf
 constexpr bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
 DType parse_dtype(std::string_view text);  // throws InvalidArgument
 
+// Note [Conversions never hit undefined behaviour]
+// C++ leaves float -> int conversion of a NaN or an out-of-range value undefined, and double -> float of a value
+// beyond FLT_MAX too. crossfire defines them: f32/f64 -> i32 or i64 truncates toward zero, saturates at the
+// integer's MIN/MAX and maps NaN to 0; x -> bool is x != 0 (so NaN -> true); f64 -> f32 rounds to nearest with
+// overflow to +-inf (round_to_f32); i64 -> i32 keeps the low 32 bits. Every backend must produce the same bits, so
+// the float -> integer rule is this one function, for the CPU kernels, every backend's host code and CUDA's device
+// code alike, and the tests pin it.
+#if defined(__CUDACC__)
+#define CROSSFIRE_HOST_DEVICE __host__ __device__
+#else
+#define CROSSFIRE_HOST_DEVICE
+#endif
+template <class I, class F>
+CROSSFIRE_HOST_DEVICE constexpr I float_to_int(F x) {
+  static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>, "float_to_int: i32 or i64");
+  constexpr F kLimit = sizeof(I) == 4 ? F(2147483648.0) : F(9223372036854775808.0);  // 2^31, 2^63: exact in f32/f64
+  constexpr I kMax = sizeof(I) == 4 ? I(2147483647) : I(9223372036854775807LL);
+  if (x != x) return 0;
+  if (x >= kLimit) return kMax;
+  if (x < -kLimit) return I(-kMax - 1);
+  return I(x);  // in range: truncates toward zero
+}
+
 // f64 -> f32 rounded to nearest (ties to even), a value at or past FLT_MAX + half an ulp becoming the infinity of its
 // sign, without the undefined behaviour of converting an out-of-range double: how every float attribute reaches an
 // f32 kernel (full's value, clamp's bounds) and how the reference rounds.
