@@ -70,6 +70,15 @@ Device ref_device(const std::vector<NodePrediction>& pred, const ValueRef& r) {
 
 std::vector<NodePrediction> predict(const Program& p) {
   std::vector<NodePrediction> out(p.values.size());
+  // Every present tensor argument of a node in signature order, list elements expanded: (label, param, index,
+  // device); one vector for all nodes, so that it allocates once.
+  struct Present {
+    std::string label;
+    int param, list_index;
+    Device device;
+    bool tracked;
+  };
+  std::vector<Present> present;
   for (size_t v = 0; v < p.values.size(); ++v) {
     NodePrediction& np = out[v];
     if (p.values[v].is_input()) {
@@ -79,14 +88,7 @@ std::vector<NodePrediction> predict(const Program& p) {
     }
     const NodeDef& n = p.values[v].node();
     const OpDef& op = op_def(n.op);
-    // Every present tensor argument in signature order, list elements expanded: (label, param, index, device).
-    struct Present {
-      std::string label;
-      int param, list_index;
-      Device device;
-      bool tracked;
-    };
-    std::vector<Present> present;
+    present.clear();
     bool has_tensor_param = false;
     Device explicit_device;
     bool has_device_attr = false;
@@ -144,10 +146,15 @@ ObservedError observe(const std::exception& e) {
   return o;
 }
 
-WorldCounters world_counters() {
-  WorldCounters w;
+void read_world_counters(WorldCounters& w) {
+  w.backends.clear();
   for (BackendKind k : backend_kinds()) w.backends.push_back(backend(k).snapshot());
   w.autodiff_nodes = autodiff_nodes_recorded();
+}
+
+WorldCounters world_counters() {
+  WorldCounters w;
+  read_world_counters(w);
   return w;
 }
 

@@ -109,6 +109,7 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
                                const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
   reference::RefCall c;
   c.op = n.op;
+  c.args.reserve(n.args.size());
   for (const NodeArg& a : n.args) {
     std::visit(
         [&](const auto& x) {
@@ -120,6 +121,7 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
             c.args.emplace_back(reference::RefAbsent{});
           } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
             std::vector<reference::RefTensor> l;
+            l.reserve(x.size());
             for (const ValueRef& r : x) {
               if (!vals[size_t(r.id)]) *ok = false;
               l.push_back(vals[size_t(r.id)] ? *vals[size_t(r.id)] : reference::RefTensor{});
@@ -444,20 +446,25 @@ class Checker {
         }
         cov[0]++;
         if (!rec.output || !rec.ref_call) continue;
-        reference::RefTensor got = *rec.output;
-        if (o_.fault == PlantedFault::perturb_float_output && got.dtype == DType::f32 && !op.bound.bitwise) {
-          for (double& x : got.values)
+        // The device's output as read, or (a planted fault) a copy of it changed.
+        std::optional<reference::RefTensor> changed;
+        if (o_.fault == PlantedFault::perturb_float_output && rec.output->dtype == DType::f32 && !op.bound.bitwise) {
+          changed = *rec.output;
+          for (double& x : changed->values)
             if (std::isfinite(x)) {
               x = x == 0 ? 1e-3 : x * 1.01;
               break;
             }
         }
-        if (o_.fault == PlantedFault::flip_exact_output && (op.bound.bitwise || got.dtype != DType::f32) &&
-            !got.values.empty())
+        if (o_.fault == PlantedFault::flip_exact_output && (op.bound.bitwise || rec.output->dtype != DType::f32) &&
+            !rec.output->values.empty())
         {
-          got.values[0] = got.dtype == DType::boolean ? 1 - got.values[0] : got.values[0] + 1;
-          if (got.dtype == DType::i64) got.ints[0] = int64_t(uint64_t(got.ints[0]) + 1);  // what i64 compares
+          changed = *rec.output;
+          changed->values[0] = changed->dtype == DType::boolean ? 1 - changed->values[0] : changed->values[0] + 1;
+          if (changed->dtype == DType::i64)  // what i64 compares
+            changed->ints[0] = int64_t(uint64_t(changed->ints[0]) + 1);
         }
+        const reference::RefTensor& got = changed ? *changed : *rec.output;
         std::optional<reference::RefResult> exact;
         try {
           exact = reference::evaluate(*rec.ref_call);
@@ -564,13 +571,21 @@ class Checker {
         other = x;
         break;
       }
+    // Scratch reused from node to node and attempt to attempt: assigning into a vector keeps its storage, so after
+    // the first node these allocate nothing (the oracle runs on every program, and each allocation costs a
+    // sanitizer build a stack trace: docs/fuzzing.md, Speed).
+    std::vector<Tensor> singles, s2;
+    std::vector<std::vector<Tensor>> lists, l2;
+    std::vector<std::vector<int64_t>> ints;
+    WorldCounters before, after;
     for (size_t v = 0; v < p_.values.size() && done < o_.max_bad_inputs; ++v) {
       if (p_.values[v].is_input()) continue;
       const NodeDef& n = p_.values[v].node();
       const OpDef& op = op_def(n.op);
       // The node's arguments, all on d (a stand-in is as good as the real value for validation).
-      std::vector<Tensor> singles(size_t(op.num_params));
-      std::vector<std::vector<Tensor>> lists(size_t(op.num_params));
+      singles.assign(size_t(op.num_params), Tensor());
+      lists.resize(size_t(op.num_params));
+      for (std::vector<Tensor>& l : lists) l.clear();
       bool ok = true;
       for (int i = 0; i < op.num_params && ok; ++i) {
         const NodeArg& a = n.args[size_t(i)];
@@ -588,9 +603,10 @@ class Checker {
       // Mutations, first applicable wins; the value id varies which kind each node tries first.
       for (int attempt = 0; attempt < kBadInputKinds && done < o_.max_bad_inputs; ++attempt) {
         int kind = int((v + size_t(attempt)) % kBadInputKinds);
-        std::vector<Tensor> s2 = singles;
-        std::vector<std::vector<Tensor>> l2 = lists;
-        std::vector<std::vector<int64_t>> ints(size_t(op.num_params));
+        s2 = singles;
+        l2 = lists;
+        ints.resize(size_t(op.num_params));
+        for (std::vector<int64_t>& x : ints) x.clear();
         std::optional<int64_t> int_override;
         int int_param = -1;
         bool drop_last = false;
@@ -706,9 +722,9 @@ class Checker {
         }
         ArgPack pack = build(n, s2, l2, ints, int_param, int_override, d);
         if (drop_last) pack.count--;
-        WorldCounters before = world_counters();
+        read_world_counters(before);
         std::optional<ObservedError> obs = call_observing(n.op, pack);
-        WorldCounters after = world_counters();
+        read_world_counters(after);
         if (obs && obs->kind == ErrorKind::unsupported && want != ErrorKind::unsupported) {
           // Unsupported comes after validation: the invalid call got past it.
         }

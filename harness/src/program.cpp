@@ -575,6 +575,7 @@ class Parser {
     if (id < 0) fail_at(line_, int(c) + 1, fmt::format("unknown op `{}`", printable(name)));
     n.op = OpId(id);
     const OpDef& op = op_def(n.op);
+    n.args.reserve(size_t(op.num_params));
     for (int k = 0; k < op.num_params; ++k) {
       const ParamDef& p = op.params[size_t(k)];
       skip_spaces();

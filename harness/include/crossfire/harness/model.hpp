@@ -140,6 +140,7 @@ struct WorldCounters {
   friend bool operator==(const WorldCounters&, const WorldCounters&) = default;
 };
 WorldCounters world_counters();
+void read_world_counters(WorldCounters& into);  // the same into `into`, whose storage it reuses
 
 // Note [The call in flight]
 // A supervised worker keeps, in one word of memory it shares with its supervisor (campaign.cpp maps it before the
