@@ -323,10 +323,8 @@ std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor
                                     const std::function<Device(Device)>& map) {
   const OpDef& op = op_def(n.op);
   auto node_call = std::make_unique<NodeCall>();
-  std::vector<Tensor>& singles = node_call->singles;
-  std::vector<std::vector<Tensor>>& lists = node_call->lists;
-  singles.resize(size_t(op.num_params));
-  lists.resize(size_t(op.num_params));
+  auto& singles = node_call->singles;
+  auto& lists = node_call->lists;
   ArgPack& pack = node_call->pack;
   for (int i = 0; i < op.num_params; ++i) {
     const NodeArg& a = n.args[size_t(i)];
@@ -424,8 +422,8 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       return t;
     };
     std::unique_ptr<NodeCall> node_call = bind_node(n, resolve, map);
-    const std::vector<Tensor>& singles = node_call->singles;
-    const std::vector<std::vector<Tensor>>& lists = node_call->lists;
+    const auto& singles = node_call->singles;
+    const auto& lists = node_call->lists;
     const ArgPack& pack = node_call->pack;
     if (missing) {
       rec.status = NodeStatus::missing;

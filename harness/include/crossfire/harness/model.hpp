@@ -9,6 +9,7 @@
 // The executor runs a program through dispatch on some device mapping and records what happened at every node.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -118,8 +119,10 @@ RunResult run_program(const Program& p, const RunOptions& opts);
 // and maps each device attribute through `map` (identity when empty). The executor binds every node this way, and
 // the gradient oracle binds a node to fresh leaves to run its backward rule alone.
 struct NodeCall {
-  std::vector<Tensor> singles;
-  std::vector<std::vector<Tensor>> lists;
+  // Parameter i's tensor (undefined where it takes none) and tensor list; fixed arrays, so that binding a node
+  // allocates only what its lists hold (entries past the op's parameters stay empty).
+  std::array<Tensor, kMaxParams> singles;
+  std::array<std::vector<Tensor>, kMaxParams> lists;
   ArgPack pack;
 };
 std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor(const ValueRef&)>& resolve,
