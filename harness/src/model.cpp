@@ -303,10 +303,11 @@ Tensor make_input(const InputDef& in, Device device) {
   return t;
 }
 
-RunResult run_on_device(const Program& p, Device d) {
+RunResult run_on_device(const Program& p, Device d, const std::vector<NodePrediction>* prediction) {
   RunOptions ro;
   ro.map_device = [d](Device) { return d; };
   ro.check_side_effects = false;
+  ro.prediction = prediction;
   return run_program(p, ro);
 }
 
@@ -366,7 +367,9 @@ std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor
 RunResult run_program(const Program& p, const RunOptions& opts) {
   auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
   std::vector<std::unique_ptr<NodeCall>> calls(p.values.size());  // kept for the reads at the end (when capturing)
-  std::vector<NodePrediction> pred = predict(p);
+  std::vector<NodePrediction> own_prediction;
+  if (opts.prediction == nullptr) own_prediction = predict(p);
+  const std::vector<NodePrediction>& pred = opts.prediction != nullptr ? *opts.prediction : own_prediction;
   RunResult res;
   res.nodes.resize(p.values.size());
   res.tensors.resize(p.values.size());

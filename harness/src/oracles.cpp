@@ -335,7 +335,7 @@ class Checker {
         if (!v.is_input() && op_def(v.node().op).name == "softmax") std::abort();
     if (runs_for)
       timed(*runs_for, [&] {
-        for (const Device& d : devices_) runs.push_back(run_on_device(p_, d));
+        for (const Device& d : devices_) runs.push_back(run_on_device(p_, d, &pred_));
       });
     if (o_.enabled[size_t(OracleKind::agreement)]) timed(OracleKind::agreement, [&] { agreement(runs); });
     if (o_.enabled[size_t(OracleKind::gradients)]) timed(OracleKind::gradients, [&] { gradients(runs); });
@@ -370,6 +370,7 @@ class Checker {
   void contract() {
     RunOptions ro;
     ro.capture = false;
+    ro.prediction = &pred_;
     RunResult res = run_program(p_, ro);
     for (size_t v = 0; v < p_.values.size(); ++v) {
       if (p_.values[v].is_input()) continue;

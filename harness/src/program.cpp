@@ -249,9 +249,21 @@ class Parser {
   [[noreturn]] void fail(std::string msg) const { fail_at(line_, int(col_) + 1, std::move(msg)); }
 
   // Tokens ------------------------------------------------------------------------------------------------------
-  static bool word_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  }
+  // The format's character classes, a table lookup per character: the scanner runs over every value of a program,
+  // and in the fuzz build every comparison of a chain of them is a call into libFuzzer's hooks.
+  static constexpr uint8_t kWordChar = 1, kNumberChar = 2;
+  static constexpr std::array<uint8_t, 256> kCharClass = [] {
+    std::array<uint8_t, 256> t{};
+    for (int c = 0; c < 256; ++c) {
+      const bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                        c == '-';
+      t[size_t(c)] = uint8_t((word ? kWordChar : 0) | (word || c == '.' || c == '+' ? kNumberChar : 0));
+    }
+    return t;
+  }();
+  static bool word_char(char c) { return (kCharClass[uint8_t(c)] & kWordChar) != 0; }
+  // What a number token may hold: [-]0x1.8p+3, 1e-5, inf, nan (the parts' order is from_chars's or strtod's to check).
+  static bool number_char(char c) { return (kCharClass[uint8_t(c)] & kNumberChar) != 0; }
   // A view into the text, which outlives the parser: no copy per token.
   std::string_view word() {
     skip_spaces();
@@ -350,11 +362,7 @@ class Parser {
   double number() {
     skip_spaces();
     size_t s = col_;
-    while (!at_end_of_line() &&
-           (word_char(peek()) || peek() == '.' || peek() == '+' || (peek() == '-' && col_ == s)))
-      ++col_;
-    // An exponent sign: 0x1p-3, 1e-5.
-    while (!at_end_of_line() && (peek() == '-' || peek() == '+' || peek() == '.' || word_char(peek()))) ++col_;
+    while (!at_end_of_line() && number_char(peek())) ++col_;
     const std::string_view tok = line_text_.substr(s, col_ - s);
     if (tok.empty()) fail("expected a number");
     // What the printer writes, [-]0x<hex digit>..., read by std::from_chars (exact, like strtod, at a fraction of

@@ -99,6 +99,8 @@ struct RunOptions {
   bool capture = true;          // read inputs and outputs back for the agreement oracle
   bool check_side_effects = true;  // around calls the model predicts to raise: counters, tape and inputs unchanged
   bool grad_enabled = true;
+  // predict(p) when the caller has it already (the oracles do): the run then does not work it out again.
+  const std::vector<NodePrediction>* prediction = nullptr;
 };
 
 struct RunResult {
@@ -129,8 +131,8 @@ std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor
                                     const std::function<Device(Device)>& map);
 
 // The program with every device mapped to `d`, values read back, no side-effect snapshots: how the agreement and
-// gradient oracles and `replay --values` run it on one device.
-RunResult run_on_device(const Program& p, Device d);
+// gradient oracles and `replay --values` run it on one device (`prediction`: as in RunOptions).
+RunResult run_on_device(const Program& p, Device d, const std::vector<NodePrediction>* prediction = nullptr);
 
 // Builds the tensor for an input on `device`.
 Tensor make_input(const InputDef& in, Device device);
