@@ -378,8 +378,9 @@ RefResult make_result(DType dt, const Shape& shape) {
   return r;
 }
 
-// Sets magnitude = |value|, terms = 0 on every element: the convention for bitwise results.
-RefResult& exact_result(RefResult& r) {
+// Sets magnitude = |value|, terms = 0 on every element: the convention for bitwise results. Takes the result by
+// value (`return exact_result(std::move(r))` moves it through; returning a reference made every caller copy it).
+RefResult exact_result(RefResult r) {
   for (size_t i = 0; i < r.value.values.size(); ++i) {
     r.magnitude[i] = std::fabs(r.value.values[i]);
     r.terms[i] = 0;
@@ -397,7 +398,7 @@ RefResult filled(const Ctx& c, double v) {
   DType dt = c.dtype("dtype");
   RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
   for (size_t i = 0; i < r.value.values.size(); ++i) put_converted(r.value, i, v);
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // The dtype attribute, which must be one the op table lets it name (rand and randn: the float dtypes; arange: the
@@ -425,7 +426,7 @@ RefResult ev_arange(const Ctx& c) {
   int64_t n = count > 0 ? int64_t(count) : 0;
   RefResult r = make_result(dt, Shape{n});
   for (int64_t i = 0; i < n; ++i) put_converted(r.value, size_t(i), start + double(i) * step);
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_from_data(const Ctx& c) {
@@ -457,7 +458,7 @@ RefResult ev_from_data(const Ctx& c) {
       r.value.values[i] = double(w);
     }
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 double uniform_24(uint32_t w) { return double(w >> 8) * 0x1p-24; }
@@ -470,7 +471,7 @@ RefResult ev_rand(const Ctx& c) {
   RefResult r = make_result(dt, c.shape_from("shape", c.ints("shape")));
   for (size_t i = 0; i < r.value.values.size(); ++i)
     r.value.values[i] = std::ldexp(double(philox_word(seed, int64_t(i)) >> (32 - p)), -p);
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // The same values in every dtype (exact f64, left unrounded like every transcendental result).
@@ -572,7 +573,7 @@ RefResult ev_logical_not(const Ctx& c) {
   const RefTensor& x = c.tensor("x");
   RefResult r = make_result(DType::boolean, x.shape);
   for (size_t i = 0; i < x.values.size(); ++i) r.value.values[i] = x.values[i] == 0 ? 1.0 : 0.0;
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // How a binary float op's magnitude is formed from its operands and exact value.
@@ -652,7 +653,7 @@ RefResult predicate(const Ctx& c, P p) {
     const bool v = a.dtype == DType::i64 ? p(a.ints[ia], b.ints[ib]) : p(a.values[ia], b.values[ib]);
     r.value.values[i] = v ? 1 : 0;
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 RefResult ev_eq(const Ctx& c) {
   return predicate(c, [](auto x, auto y) { return x == y; });
@@ -693,7 +694,7 @@ RefResult ev_where(const Ctx& c) {
     else
       copy_element(r.value, i, b, size_t(sb[i]));
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_cast(const Ctx& c) {
@@ -710,7 +711,7 @@ RefResult ev_cast(const Ctx& c) {
     else
       put_int(r.value, i, narrow(uint64_t(x.ints[i]), dt));  // i64 as it is, i32 its low 32 bits
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -861,7 +862,7 @@ RefResult ev_reshape(const Ctx& c) {
   RefResult r = make_result(x.dtype, s);
   r.value.values = x.values;
   r.value.ints = x.ints;
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_permute(const Ctx& c) {
@@ -885,7 +886,7 @@ RefResult ev_permute(const Ctx& c) {
     copy_element(r.value, e, x, size_t(offset_of(idx, st, rank)));
     next_index(idx, out);
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_slice(const Ctx& c) {
@@ -916,7 +917,7 @@ RefResult ev_slice(const Ctx& c) {
     copy_element(r.value, e, x, size_t(off));
     next_index(idx, out);
   }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_expand(const Ctx& c) {
@@ -930,7 +931,7 @@ RefResult ev_expand(const Ctx& c) {
   std::vector<int64_t> src = broadcast_sources(x.shape, target);
   RefResult r = make_result(x.dtype, target);
   for (size_t i = 0; i < src.size(); ++i) copy_element(r.value, i, x, size_t(src[i]));
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_cat(const Ctx& c) {
@@ -957,7 +958,7 @@ RefResult ev_cat(const Ctx& c) {
       int64_t block = t.shape[axis] * sp.inner;
       for (int64_t k = 0; k < block; ++k) copy_element(r.value, dst++, t, size_t(o * block + k));
     }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_index_select(const Ctx& c) {
@@ -978,7 +979,7 @@ RefResult ev_index_select(const Ctx& c) {
     for (size_t j = 0; j < index.values.size(); ++j)
       for (int64_t in = 0; in < sp.inner; ++in)
         copy_element(r.value, dst++, x, size_t((o * sp.len + index.int_at(j)) * sp.inner + in));
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1089,7 +1090,7 @@ RefResult ev_unfold(const Ctx& c) {
               r.value.values[size_t((n * C * kh * kw + row) * Ho * Wo + oh * Wo + ow)] = v;
             }
         }
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 RefResult ev_fold(const Ctx& c) {
@@ -1129,7 +1130,7 @@ RefResult ev_to(const Ctx& c) {
   RefResult r = make_result(x.dtype, x.shape);
   r.value.values = x.values;
   r.value.ints = x.ints;
-  return exact_result(r);
+  return exact_result(std::move(r));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
