@@ -56,7 +56,7 @@ __device__ __forceinline__ int64_t strided_offset(const Strided& v, uint32_t i) 
 }
 
 // ---- dtypes: storage types and crossfire's conversions (Note [Conversions never hit undefined behaviour] in
-// kernels/cpu/kernel_support.hpp, which these follow bit for bit) ----------------------------------------------------
+// dispatch/include/crossfire/device.hpp, which these follow bit for bit; float -> int is its float_to_int) ---------
 // f16 and bf16 are stored as __half and __nv_bfloat16 and computed in f32 (Note [Half precision] in device.hpp):
 // load() widens (exactly), narrow() rounds once to nearest even (cvt.rn: a NaN becomes a NaN, |x| at or past the
 // largest finite value plus half an ulp the infinity of its sign; subnormals are kept, nvcc's -ftz=false).
