@@ -367,7 +367,9 @@ class Parser {
     if (tok.empty()) fail("expected a number");
     // What the printer writes, [-]0x<hex digit>..., read by std::from_chars (exact, like strtod, at a fraction of
     // its cost); anything else, or anything from_chars does not take whole (out of range, trailing text), is
-    // strtod's to accept or refuse, as it always was.
+    // strtod's to accept or refuse, as it always was. With a C++ library that has no from_chars for double (libc++
+    // 14, which scripts/cflite-local.sh builds against as OSS-Fuzz does: __cpp_lib_to_chars unset), strtod reads all.
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
     {
       const bool negative = tok[0] == '-';
       const std::string_view hex = tok.substr(negative ? 1 : 0);
@@ -377,6 +379,7 @@ class Parser {
         if (ec == std::errc() && end == hex.data() + hex.size()) return negative ? -v : v;
       }
     }
+#endif
     // strtod wants a terminated string: a copy on the stack (every number this format writes fits), else on the heap.
     std::array<char, 64> small;
     std::string large;
