@@ -20,12 +20,11 @@ endif()
 # The reports as CI tools and a person read them (issue 18): junit.xml against tests/data/junit.xsd and through
 # junitparser, report.json against docs/report.schema.json, shards and merge, and report.html in headless Chromium.
 # Both exit 77 (skipped, with the reason) without their Python modules or without Chromium.
-find_program(CROSSFIRE_REPORTS_PYTHON NAMES python3 HINTS /usr/bin NO_DEFAULT_PATH)
-if(TARGET crossfire_cli AND CROSSFIRE_REPORTS_PYTHON)
-  add_test(NAME harness.reports COMMAND ${CROSSFIRE_REPORTS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reports_test.py
+if(TARGET crossfire_cli AND CROSSFIRE_TEST_PYTHON)
+  add_test(NAME harness.reports COMMAND ${CROSSFIRE_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reports_test.py
                                         $<TARGET_FILE:crossfire_cli>)
   add_test(NAME harness.reports_html_chromium
-           COMMAND ${CROSSFIRE_REPORTS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reports_test.py
+           COMMAND ${CROSSFIRE_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/reports_test.py
                    $<TARGET_FILE:crossfire_cli> --html)
   set_tests_properties(harness.reports harness.reports_html_chromium
                        PROPERTIES LABELS "harness;core" TIMEOUT 300 SKIP_RETURN_CODE 77)
