@@ -311,8 +311,9 @@ class GradientOracle {
         fresh.push_back(t);
         return t;
       };
-      std::unique_ptr<NodeCall> c = bind_node(nd, resolve, [d](Device) { return d; });
-      const Tensor out = call(nd.op, c->pack);
+      NodeCall c;
+      bind_node(c, nd, resolve, [d](Device) { return d; });
+      const Tensor out = call(nd.op, c.pack);
       backward(out, upload(u, d));
       for (size_t s = 0; s < slots.size(); ++s) {
         if (!tracked[s]) continue;

@@ -148,6 +148,7 @@ ObservedError observe(const std::exception& e) {
 
 void read_world_counters(WorldCounters& w) {
   w.backends.clear();
+  w.backends.reserve(backend_kinds().size());  // once: later reads into the same `w` keep its storage
   for (BackendKind k : backend_kinds()) w.backends.push_back(backend(k).snapshot());
   w.autodiff_nodes = autodiff_nodes_recorded();
 }
@@ -172,29 +173,20 @@ reference::RefTensor ref_input(const InputDef& in) {
 
 namespace {
 
+// The bytes of an input whose dtype is not held as it is (bool, the halves, i32); make_input() takes f32 and i64
+// straight from the InputDef.
 std::vector<uint8_t> input_bytes(const InputDef& in) {
-  std::vector<uint8_t> b;
-  int64_t n = in.shape.numel();
-  if (in.dtype == DType::boolean) {
-    for (int64_t i = 0; i < n; ++i) b.push_back(uint8_t(in.ints[size_t(i)] != 0));
-  } else if (is_half(in.dtype)) {  // held as f32 values that the dtype represents (the parser checks)
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t h = reference::half_bits_of_f32(in.f32_bits[size_t(i)], in.dtype);  // a NaN as its bits
-      b.push_back(uint8_t(h & 0xff));
-      b.push_back(uint8_t(h >> 8));
-    }
-  } else if (in.dtype == DType::f32) {
-    b.resize(size_t(n) * 4);
-    if (n) std::memcpy(b.data(), in.f32_bits.data(), b.size());
-  } else {  // i32 or i64, each value within the dtype's range (the parser and the generator keep it)
-    b.resize(size_t(n) * dtype_size(in.dtype));
-    if (in.dtype == DType::i64) {
-      if (n) std::memcpy(b.data(), in.ints.data(), b.size());
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t v = int32_t(in.ints[size_t(i)]);
-        std::memcpy(b.data() + 4 * size_t(i), &v, 4);
-      }
+  const size_t n = size_t(in.shape.numel());
+  std::vector<uint8_t> b(n * dtype_size(in.dtype));
+  for (size_t i = 0; i < n; ++i) {
+    if (in.dtype == DType::boolean) {
+      b[i] = uint8_t(in.ints[i] != 0);
+    } else if (is_half(in.dtype)) {  // held as f32 values that the dtype represents (the parser checks)
+      const uint16_t h = reference::half_bits_of_f32(in.f32_bits[i], in.dtype);  // a NaN as its bits
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    } else {  // i32, each value within the dtype's range (the parser and the generator keep it)
+      const int32_t v = int32_t(in.ints[i]);
+      std::memcpy(b.data() + 4 * i, &v, 4);
     }
   }
   return b;
@@ -297,8 +289,16 @@ void check_deadline() {
 }
 
 Tensor make_input(const InputDef& in, Device device) {
-  std::vector<uint8_t> b = input_bytes(in);
-  Tensor t = from_bytes(b, in.shape.dims(), in.dtype, device);
+  // f32 and i64 inputs hold their bytes as they are (f32_bits, ints); the other dtypes are converted first.
+  std::span<const uint8_t> bytes;
+  std::vector<uint8_t> converted;
+  if (in.dtype == DType::f32)
+    bytes = {reinterpret_cast<const uint8_t*>(in.f32_bits.data()), in.f32_bits.size() * sizeof(uint32_t)};
+  else if (in.dtype == DType::i64)
+    bytes = {reinterpret_cast<const uint8_t*>(in.ints.data()), in.ints.size() * sizeof(int64_t)};
+  else
+    bytes = converted = input_bytes(in);
+  Tensor t = from_bytes(bytes, in.shape.dims(), in.dtype, device);
   if (in.tracked) t.set_requires_grad(true);
   return t;
 }
@@ -320,13 +320,12 @@ RunResult run_on_device(const Program& p, Device d, const std::vector<NodePredic
 // node ran, so what is read is what the node produced. An error raised by the read (a device lost) is recorded on
 // the node whose output it was reading, as before.
 
-std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor(const ValueRef&)>& resolve,
-                                    const std::function<Device(Device)>& map) {
+void bind_node(NodeCall& into, const NodeDef& n, FunctionRef<Tensor(const ValueRef&)> resolve,
+               FunctionRef<Device(Device)> map) {
   const OpDef& op = op_def(n.op);
-  auto node_call = std::make_unique<NodeCall>();
-  auto& singles = node_call->singles;
-  auto& lists = node_call->lists;
-  ArgPack& pack = node_call->pack;
+  auto& singles = into.singles;
+  auto& lists = into.lists;
+  ArgPack& pack = into.pack;
   for (int i = 0; i < op.num_params; ++i) {
     const NodeArg& a = n.args[size_t(i)];
     const ParamRole role = op.params[size_t(i)].role;
@@ -353,7 +352,7 @@ std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor
           } else if constexpr (std::is_same_v<T, DType>) {
             arg = Arg::of(x);
           } else if constexpr (std::is_same_v<T, Device>) {
-            arg = Arg::of(map ? map(x) : x);
+            arg = Arg::of(map(x));
           } else if constexpr (std::is_same_v<T, ByteData>) {
             arg = Arg::of(std::span<const uint8_t>(x.bytes));
           }
@@ -361,12 +360,14 @@ std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor
         a);
     pack.push(arg);
   }
-  return node_call;
 }
 
 RunResult run_program(const Program& p, const RunOptions& opts) {
   auto map = [&](Device d) { return opts.map_device ? opts.map_device(d) : d; };
-  std::vector<std::unique_ptr<NodeCall>> calls(p.values.size());  // kept for the reads at the end (when capturing)
+  // Each node's arguments, kept for the reads at the end when capturing (never resized: the packs point into them);
+  // otherwise one NodeCall made afresh in place for every node.
+  std::vector<NodeCall> calls(opts.capture ? p.values.size() : 0);
+  std::optional<NodeCall> scratch;
   std::vector<NodePrediction> own_prediction;
   if (opts.prediction == nullptr) own_prediction = predict(p);
   const std::vector<NodePrediction>& pred = opts.prediction != nullptr ? *opts.prediction : own_prediction;
@@ -424,10 +425,11 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
       }
       return t;
     };
-    std::unique_ptr<NodeCall> node_call = bind_node(n, resolve, map);
-    const auto& singles = node_call->singles;
-    const auto& lists = node_call->lists;
-    const ArgPack& pack = node_call->pack;
+    NodeCall& node_call = opts.capture ? calls[v] : scratch.emplace();
+    bind_node(node_call, n, resolve, map);
+    const auto& singles = node_call.singles;
+    const auto& lists = node_call.lists;
+    const ArgPack& pack = node_call.pack;
     if (missing) {
       rec.status = NodeStatus::missing;
       continue;
@@ -483,7 +485,6 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
         for (size_t j = 0; j < lists[size_t(i)].size(); ++j) check(lists[size_t(i)][j], arg_label(op, i, int(j)));
       }
     }
-    if (opts.capture) calls[v] = std::move(node_call);  // read back after the last node
     if (rec.status == NodeStatus::ok) continue;
     // A stand-in, so that later nodes are still checked: the output rule gives its dtype and shape.
     std::optional<OutputSpec> standin;
@@ -511,10 +512,10 @@ RunResult run_program(const Program& p, const RunOptions& opts) {
   }
   // Note [Reading results back at the end of a run]
   for (size_t v = 0; v < calls.size(); ++v) {
-    if (!calls[v]) continue;
     NodeRecord& rec = res.nodes[v];
+    if (p.values[v].is_input() || rec.status == NodeStatus::missing) continue;  // nothing was called
     try {
-      rec.ref_call = reference::RefCall::from(p.values[v].node().op, calls[v]->pack);
+      rec.ref_call = reference::RefCall::from(p.values[v].node().op, calls[v].pack);
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const std::exception&) {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "crossfire/harness/program.hpp"
@@ -116,19 +117,43 @@ struct RunResult {
 // harness's own work through, so that it is never recorded as a node's error.
 RunResult run_program(const Program& p, const RunOptions& opts);
 
-// A node's arguments as a dispatch call: the tensors and the pack that views them (never moved: it lives behind a
-// unique_ptr). bind_node() resolves each ValueRef through `resolve` (in signature order, list elements in order)
-// and maps each device attribute through `map` (identity when empty). The executor binds every node this way, and
-// the gradient oracle binds a node to fresh leaves to run its backward rule alone.
+// A non-owning reference to a callable, for parameters called only while the call that takes them runs (C++26's
+// std::function_ref). Binding a node happens for every node of every run; a std::function holding a lambda with
+// more than two captures allocates, and each allocation costs a sanitizer build a stack trace (docs/fuzzing.md).
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> && std::is_invocable_r_v<R, F&, A...>)
+  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): passed as a lambda, like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, A... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...); }) {}
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
+
+// A node's arguments as a dispatch call: the tensors and the pack that views them (never moved or copied once
+// bound: the pack points into the arrays). bind_node() fills a fresh NodeCall, resolving each ValueRef through
+// `resolve` (in signature order, list elements in order) and mapping each device attribute through `map`. The
+// executor binds every node this way, and the gradient oracle binds a node to fresh leaves to run its backward rule
+// alone.
 struct NodeCall {
+  NodeCall() = default;
+  NodeCall(const NodeCall&) = delete;
+  NodeCall& operator=(const NodeCall&) = delete;
   // Parameter i's tensor (undefined where it takes none) and tensor list; fixed arrays, so that binding a node
   // allocates only what its lists hold (entries past the op's parameters stay empty).
   std::array<Tensor, kMaxParams> singles;
   std::array<std::vector<Tensor>, kMaxParams> lists;
   ArgPack pack;
 };
-std::unique_ptr<NodeCall> bind_node(const NodeDef& n, const std::function<Tensor(const ValueRef&)>& resolve,
-                                    const std::function<Device(Device)>& map);
+void bind_node(NodeCall& into, const NodeDef& n, FunctionRef<Tensor(const ValueRef&)> resolve,
+               FunctionRef<Device(Device)> map);
 
 // The program with every device mapped to `d`, values read back, no side-effect snapshots: how the agreement and
 // gradient oracles and `replay --values` run it on one device (`prediction`: as in RunOptions).
