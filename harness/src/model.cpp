@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -323,6 +324,7 @@ RunResult run_on_device(const Program& p, Device d, const std::vector<NodePredic
 void bind_node(NodeCall& into, const NodeDef& n, FunctionRef<Tensor(const ValueRef&)> resolve,
                FunctionRef<Device(Device)> map) {
   const OpDef& op = op_def(n.op);
+  if (into.pack.count != 0) throw std::logic_error("bind_node: the NodeCall is already bound (bind into a fresh one)");
   auto& singles = into.singles;
   auto& lists = into.lists;
   ArgPack& pack = into.pack;
