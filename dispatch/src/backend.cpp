@@ -271,6 +271,9 @@ Backend* find_backend(Device device) {
 
 std::vector<Device> available_devices() {
   std::vector<Device> out;
+  size_t n = 0;
+  for (BackendKind k : backend_kinds()) n += size_t(std::max(backend(k).device_count(), 0));
+  out.reserve(n);  // one allocation, not one per doubling (the harness asks for this list per program)
   for (BackendKind k : backend_kinds()) {
     Backend& b = backend(k);
     for (int i = 0; i < b.device_count(); ++i) out.push_back(Device{k, uint8_t(i)});

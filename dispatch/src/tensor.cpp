@@ -54,8 +54,16 @@ Tensor Tensor::detach() const {
 std::vector<uint8_t> Tensor::to_host_bytes() const {
   if (!impl_) throw InvalidArgument("to_host", "", "undefined tensor");
   std::vector<uint8_t> out(impl_->nbytes);
-  if (impl_->nbytes) impl_->owner->read(*impl_, out.data());
+  read_host_bytes(out);
   return out;
+}
+
+void Tensor::read_host_bytes(std::span<uint8_t> out) const {
+  if (!impl_) throw InvalidArgument("to_host", "", "undefined tensor");
+  if (out.size() != impl_->nbytes)
+    throw InvalidArgument("to_host", "out",
+                          fmt::format("{} bytes given for a tensor of {} bytes", out.size(), impl_->nbytes));
+  if (impl_->nbytes) impl_->owner->read(*impl_, out.data());
 }
 
 namespace {
@@ -63,9 +71,8 @@ template <class T>
 std::vector<T> typed_copy(const Tensor& t, DType want, const char* fn) {
   if (t.dtype() != want)
     throw DTypeMismatch(fn, "self", t.dtype(), DTypeSet{want});
-  std::vector<uint8_t> bytes = t.to_host_bytes();
   std::vector<T> out(size_t(t.numel()));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  t.read_host_bytes({reinterpret_cast<uint8_t*>(out.data()), out.size() * sizeof(T)});
   return out;
 }
 }  // namespace

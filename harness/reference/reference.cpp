@@ -22,28 +22,37 @@ namespace crossfire::reference {
 
 RefTensor RefTensor::from(const Tensor& t) {
   RefTensor r{t.dtype(), t.shape(), {}};
-  std::vector<uint8_t> bytes = t.to_host_bytes();
-  r.values.resize(size_t(t.numel()));
-  if (t.dtype() == DType::i64) r.ints.reserve(r.values.size());
-  for (size_t i = 0; i < r.values.size(); ++i) {
+  const size_t n = size_t(t.numel());
+  const size_t size = dtype_size(t.dtype());  // 1 to 8 bytes: never more than the 8 of a double
+  r.values.resize(n);
+  if (t.dtype() == DType::i64) {
+    r.ints.resize(n);
+    t.read_host_bytes({reinterpret_cast<uint8_t*>(r.ints.data()), n * size});
+    for (size_t i = 0; i < n; ++i) r.values[i] = double(r.ints[i]);
+    return r;
+  }
+  // The device's bytes are read into the front of `values` itself and widened in place from the last element
+  // back: element i's bytes lie at i * size <= 8 * i, so each is read before its double overwrites it (no
+  // buffer of bytes is allocated per tensor read).
+  auto* bytes = reinterpret_cast<uint8_t*>(r.values.data());
+  t.read_host_bytes({bytes, n * size});
+  for (size_t i = n; i-- > 0;) {
+    const uint8_t* at = bytes + size * i;
+    double v;
     if (t.dtype() == DType::f32) {
-      float v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      r.values[i] = v;
+      float f;
+      std::memcpy(&f, at, 4);
+      v = f;
     } else if (is_half(t.dtype())) {
-      r.values[i] = half_value(uint16_t(bytes[2 * i] | bytes[2 * i + 1] << 8), t.dtype());
+      v = half_value(uint16_t(at[0] | at[1] << 8), t.dtype());
     } else if (t.dtype() == DType::i32) {
-      int32_t v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      r.values[i] = v;
-    } else if (t.dtype() == DType::i64) {
-      int64_t v;
-      std::memcpy(&v, bytes.data() + 8 * i, 8);
-      r.ints.push_back(v);
-      r.values[i] = double(v);
+      int32_t x;
+      std::memcpy(&x, at, 4);
+      v = x;
     } else {
-      r.values[i] = bytes[i];
+      v = at[0];
     }
+    r.values[i] = v;
   }
   return r;
 }

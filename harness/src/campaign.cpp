@@ -135,7 +135,7 @@ void save_generated(const CampaignConfig& c, uint64_t index, const Program& p) {
 //   D <i> <nodes> (<checked> <failed> <skipped unsupported> <skipped other> <seconds> <checked backward rules> <r>
 //                  (<skip reason> <count>) x r) x 4 oracles <n>
 //     (<op id> <device position in c.devices> <checked> <unsupported>) x n      (coverage)
-std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::vector<std::string>& device_names) {
+std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::vector<Device>& devices) {
   std::string s = fmt::format("D {} {}", i, nodes);
   for (const OracleCounts& k : r.counts) {
     fmt::format_to(std::back_inserter(s), " {} {} {} {} {} {}", k.checked, k.failed, k.skipped_unsupported,
@@ -147,21 +147,17 @@ std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::
   }
   std::string cov;
   size_t n = 0;
-  for (const auto& [op, per] : r.coverage)
-    for (const auto& [dev, counts] : per) {
-      const int id = find_op(op);
-      const auto d = std::find(device_names.begin(), device_names.end(), dev);
-      if (id < 0 || d == device_names.end()) continue;
-      fmt::format_to(std::back_inserter(cov), " {} {} {} {}", id, d - device_names.begin(), counts[0], counts[1]);
-      ++n;
-    }
+  for (const ProgramReport::OpCoverage& c : r.coverage) {
+    const auto d = std::find(devices.begin(), devices.end(), c.device);
+    if (d == devices.end()) continue;
+    fmt::format_to(std::back_inserter(cov), " {} {} {} {}", c.op, d - devices.begin(), c.counts[0], c.counts[1]);
+    ++n;
+  }
   return s + fmt::format(" {}", n) + cov + "\n";
 }
 
 [[noreturn]] void worker(const CampaignConfig& c, uint64_t start, int fd) {
   const CheckOptions opts = check_options(c);
-  std::vector<std::string> device_names;  // the coverage's keys, by position (done_line)
-  for (const Device& d : c.devices) device_names.push_back(d.str());
   std::string pending;  // the last program's done message, sent with the next start (Note [Worker messages])
   for (uint64_t i = start; c.programs == 0 || i < c.programs; i = c.next_index(i)) {
     if (!write_all(fd, pending + fmt::format("S {}\n", i))) ::_exit(0);
@@ -180,7 +176,7 @@ std::string done_line(uint64_t i, int nodes, const ProgramReport& r, const std::
       // recorded as the harness's error, never as a finding about a backend or an op, and the campaign goes on.
       harness_error = printable(e.what(), 400);
     }
-    pending = done_line(i, p.num_nodes(), r, device_names);
+    pending = done_line(i, p.num_nodes(), r, c.devices);
     if (r.failures.empty() && !harness_error) continue;
     json msg{{"t", "done"}, {"line", pending}};
     pending.clear();

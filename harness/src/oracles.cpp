@@ -99,6 +99,25 @@ std::string mismatch_str(const PredictedMismatch& m) {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// Whether every device the program names (inputs, overrides, device attributes) is `d`: mapping it onto `d` is
+// then the identity (Note [One run for a program on one device]).
+bool only_on(const Program& p, Device d) {
+  for (const Value& v : p.values) {
+    if (v.is_input()) {
+      if (!(v.input().device == d)) return false;
+      continue;
+    }
+    for (const NodeArg& a : v.node().args) {
+      if (const auto* r = std::get_if<ValueRef>(&a); r && r->on && !(*r->on == d)) return false;
+      if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
+        for (const ValueRef& r : *l)
+          if (r.on && !(*r.on == d)) return false;
+      if (const auto* x = std::get_if<Device>(&a); x && !(*x == d)) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- the program's graph and values (oracle_internals.hpp) ------------------------------------------------
@@ -270,10 +289,86 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 
 // ---- f64 evaluation --------------------------------------------------------------------------------------------
 
+namespace {
+
+bool all_present(const NodeDef& n, const std::vector<std::optional<reference::RefTensor>>& vals) {
+  for (const NodeArg& a : n.args) {
+    if (const auto* r = std::get_if<ValueRef>(&a); r && !vals[size_t(r->id)]) return false;
+    if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
+      for (const ValueRef& r : *l)
+        if (!vals[size_t(r.id)]) return false;
+  }
+  return true;
+}
+
+// How often node `n` reads value `id` (a value read twice, add(%1, %1), is copied into the call, not moved).
+int reads_of(const NodeDef& n, int id) {
+  int k = 0;
+  for (const NodeArg& a : n.args) {
+    if (const auto* r = std::get_if<ValueRef>(&a)) k += r->id == id;
+    if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
+      for (const ValueRef& r : *l) k += r.id == id;
+  }
+  return k;
+}
+
+// Note [Lending values to a reference call]
+// The f64 evaluator runs for every node of every finite difference, and building each call by copying its
+// arguments' values was a heap block per argument (a stack trace each, in a sanitizer build). So the values a node
+// reads once are moved into its call and moved back after it (give_back, which must run on every path out,
+// exceptions included); a value read twice is copied, since it cannot be in two places. Every value is present
+// (all_present) when a call is built.
+reference::RefCall take_args(const NodeDef& n, std::vector<std::optional<reference::RefTensor>>& vals) {
+  reference::RefCall c;
+  c.op = n.op;
+  c.args.reserve(n.args.size());
+  auto take = [&](int id) {
+    reference::RefTensor& t = *vals[size_t(id)];
+    return reads_of(n, id) == 1 ? std::move(t) : t;
+  };
+  for (const NodeArg& a : n.args) {
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, ValueRef>) {
+            c.args.emplace_back(take(x.id));
+          } else if constexpr (std::is_same_v<T, AbsentArg>) {
+            c.args.emplace_back(reference::RefAbsent{});
+          } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
+            std::vector<reference::RefTensor> l;
+            l.reserve(x.size());
+            for (const ValueRef& r : x) l.push_back(take(r.id));
+            c.args.emplace_back(std::move(l));
+          } else if constexpr (std::is_same_v<T, ByteData>) {
+            c.args.emplace_back(x.bytes);
+          } else {
+            c.args.emplace_back(x);
+          }
+        },
+        a);
+  }
+  return c;
+}
+
+void give_back(const NodeDef& n, reference::RefCall& c, std::vector<std::optional<reference::RefTensor>>& vals) {
+  for (size_t i = 0; i < n.args.size() && i < c.args.size(); ++i) {
+    if (const auto* r = std::get_if<ValueRef>(&n.args[i]); r && reads_of(n, r->id) == 1)
+      *vals[size_t(r->id)] = std::move(std::get<reference::RefTensor>(c.args[i]));
+    if (const auto* l = std::get_if<std::vector<ValueRef>>(&n.args[i])) {
+      auto& lent = std::get<std::vector<reference::RefTensor>>(c.args[i]);
+      for (size_t j = 0; j < l->size() && j < lent.size(); ++j)
+        if (reads_of(n, (*l)[j].id) == 1) *vals[size_t((*l)[j].id)] = std::move(lent[j]);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
     const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override, int upto,
-    const std::vector<std::optional<reference::RefTensor>>* unchanged) {
+    const std::vector<std::optional<reference::RefTensor>>* unchanged, std::vector<std::vector<double>>* magnitudes) {
   std::vector<std::optional<reference::RefTensor>> vals(p.values.size());
+  if (magnitudes) magnitudes->assign(p.values.size(), {});
   std::vector<bool> need = upto >= 0 ? ancestors_of(p, upto) : std::vector<bool>(p.values.size(), true);
   // Whether a value is overridden or depends on one (values come after their arguments in a program).
   std::vector<bool> moved(p.values.size(), false);
@@ -299,15 +394,22 @@ std::vector<std::optional<reference::RefTensor>> evaluate_f64(
       vals[v] = ref_input(p.values[v].input());
       continue;
     }
-    bool ok = true;
-    reference::RefCall c = ref_call_of(p, p.values[v].node(), vals, &ok);
-    if (!ok) continue;
+    const NodeDef& n = p.values[v].node();
+    if (!all_present(n, vals)) continue;
+    // The node's arguments are lent to its call and given back after it (take_args), not copied into it.
+    reference::RefCall c = take_args(n, vals);
+    std::optional<reference::RefTensor> out;
     try {
-      vals[v] = reference::evaluate(c).value;
+      reference::RefResult r = reference::evaluate(c);
+      out = std::move(r.value);
+      if (magnitudes) (*magnitudes)[v] = std::move(r.magnitude);
     } catch (const std::bad_alloc&) {
+      give_back(n, c, vals);
       throw;  // the harness's own memory (Note [Time budgets] in model.hpp has the limits that bound it)
     } catch (const std::exception&) {
     }
+    give_back(n, c, vals);
+    vals[v] = std::move(out);
   }
   return vals;
 }
@@ -324,18 +426,32 @@ class Checker {
   }
 
   void run() {
-    if (o_.enabled[size_t(OracleKind::contract)]) timed(OracleKind::contract, [&] { contract(); });
-    std::vector<RunResult> runs;
     std::optional<OracleKind> runs_for;  // the first enabled oracle of those that share the runs
     for (OracleKind k : {OracleKind::agreement, OracleKind::gradients, OracleKind::bad_input})
       if (!runs_for && o_.enabled[size_t(k)]) runs_for = k;
+    // Note [One run for a program on one device]
+    // The contract oracle runs the program as written; the others run it mapped onto each checked device. When
+    // every device the program names (its inputs', its overrides', its device attributes') is one checked device,
+    // mapping changes nothing: the two runs are the same calls on the same values, and the second would repeat the
+    // first. The contract run then captures what the others read, and stands in for that device's run. (It also
+    // checks side effects around calls predicted to raise, which a mapped run skips; nothing reads that there.)
+    std::optional<RunResult> as_written;
+    std::optional<size_t> as_written_for;  // the index in devices_ of the run it stands in for
+    if (runs_for)
+      for (size_t i = 0; i < devices_.size() && !as_written_for; ++i)
+        if (only_on(p_, devices_[i])) as_written_for = i;
+    if (o_.enabled[size_t(OracleKind::contract)])
+      timed(OracleKind::contract, [&] { contract(as_written_for ? &as_written : nullptr); });
+    std::vector<RunResult> runs;
     if (o_.fault == PlantedFault::harness_out_of_memory && runs_for) throw std::bad_alloc();
     if (o_.fault == PlantedFault::crash_in_softmax && runs_for)
       for (const Value& v : p_.values)
         if (!v.is_input() && op_def(v.node().op).name == "softmax") std::abort();
     if (runs_for)
       timed(*runs_for, [&] {
-        for (const Device& d : devices_) runs.push_back(run_on_device(p_, d, &pred_));
+        for (size_t i = 0; i < devices_.size(); ++i)
+          runs.push_back(as_written && as_written_for == i ? std::move(*as_written)
+                                                           : run_on_device(p_, devices_[i], &pred_));
       });
     if (o_.enabled[size_t(OracleKind::agreement)]) timed(OracleKind::agreement, [&] { agreement(runs); });
     if (o_.enabled[size_t(OracleKind::gradients)]) timed(OracleKind::gradients, [&] { gradients(runs); });
@@ -362,19 +478,24 @@ class Checker {
   std::string op_of(size_t v) const {
     return p_.values[v].is_input() ? "input" : std::string(op_def(p_.values[v].node().op).name);
   }
-  void row(int id, std::string device, std::string status, std::string note) {
-    if (o_.keep_node_table) r_.table.push_back({id, op_of(size_t(id)), std::move(device), std::move(status), std::move(note)});
+  // A line of replay's table. Views, copied only when the table is kept: a campaign and the fuzz targets check
+  // every node without one, and a note such as "agrees with the f64 reference" would otherwise be a heap string
+  // per node and device.
+  void row(int id, Device device, std::string_view status, std::string_view note) {
+    if (o_.keep_node_table)
+      r_.table.push_back({id, op_of(size_t(id)), device.str(), std::string(status), std::string(note)});
   }
 
-  // Contract: the program as written, devices and overrides as they are.
-  void contract() {
+  // Contract: the program as written, devices and overrides as they are. With `keep`, the run captures values
+  // and is left there for the other oracles (Note [One run for a program on one device]).
+  void contract(std::optional<RunResult>* keep) {
     RunOptions ro;
-    ro.capture = false;
+    ro.capture = keep != nullptr;
     ro.prediction = &pred_;
     RunResult res = run_program(p_, ro);
     for (size_t v = 0; v < p_.values.size(); ++v) {
       if (p_.values[v].is_input()) continue;
-      NodeRecord rec = res.nodes[v];
+      const NodeRecord& rec = res.nodes[v];
       if (rec.status == NodeStatus::missing) {
         counts(OracleKind::contract).skip(SkipReason::upstream_missing);
         continue;
@@ -382,27 +503,35 @@ class Checker {
       // An unsupported kernel: the validation before it still had to pass, so a predicted error is a miss.
       if (rec.status == NodeStatus::unsupported && !pred_[v].mismatch && !pred_[v].no_tensor_input) {
         counts(OracleKind::contract).skipped_unsupported++;
-        row(int(v), pred_[v].device.str(), "unsupported", rec.error->message);
+        row(int(v), pred_[v].device, "unsupported", rec.error->message);
         continue;
       }
-      if (o_.fault == PlantedFault::drop_last_offender && rec.error && rec.error->mismatch &&
-          !rec.error->mismatch->offenders.empty())
-        rec.error->mismatch->offenders.pop_back();
-      if (o_.fault == PlantedFault::swallow_mismatch && rec.error && rec.error->kind == ErrorKind::device_mismatch) {
-        rec.error.reset();
-        rec.status = NodeStatus::ok;
+      // What the oracle judges: the observation, or (a planted fault) a changed copy of it.
+      NodeStatus status = rec.status;
+      const ObservedError* error = rec.error ? &*rec.error : nullptr;
+      std::optional<ObservedError> changed;
+      if (o_.fault == PlantedFault::drop_last_offender && error && error->mismatch &&
+          !error->mismatch->offenders.empty()) {
+        changed = *error;
+        changed->mismatch->offenders.pop_back();
+        error = &*changed;
+      }
+      if (o_.fault == PlantedFault::swallow_mismatch && error && error->kind == ErrorKind::device_mismatch) {
+        error = nullptr;
+        status = NodeStatus::ok;
       }
       counts(OracleKind::contract).checked++;
-      std::string diff = compare_contract(pred_[v], rec.status, rec.error ? &*rec.error : nullptr);
-      if (diff.empty() && rec.error && !rec.side_effects_ok)
-        diff = fmt::format("side effect after {}: {}", error_kind_name(rec.error->kind), rec.side_effect_detail);
+      std::string diff = compare_contract(pred_[v], status, error);
+      if (diff.empty() && error && !rec.side_effects_ok)
+        diff = fmt::format("side effect after {}: {}", error_kind_name(error->kind), rec.side_effect_detail);
       if (!diff.empty()) {
         fail(OracleKind::contract, int(v), pred_[v].device.str(), diff, fmt::format("node %{} ({}) with the program's own devices", v, op_of(v)));
-        row(int(v), pred_[v].device.str(), "FAIL", diff);
+        row(int(v), pred_[v].device, "FAIL", diff);
       } else {
-        row(int(v), pred_[v].device.str(), pred_[v].mismatch ? "expected DeviceMismatch" : "ok", "contract");
+        row(int(v), pred_[v].device, pred_[v].mismatch ? "expected DeviceMismatch" : "ok", "contract");
       }
     }
+    if (keep) *keep = std::move(res);
   }
 
   // Agreement: every node on every device against the reference on its own inputs.
@@ -413,12 +542,12 @@ class Checker {
       const OpDef& op = op_def(p_.values[v].node().op);
       for (size_t di = 0; di < runs.size(); ++di) {
         const NodeRecord& rec = runs[di].nodes[v];
-        const std::string dev = devices_[di].str();
-        auto& cov = r_.coverage[std::string(op.name)][dev];
+        const Device dev = devices_[di];
+        std::array<uint64_t, 2>& cov = r_.coverage_of(p_.values[v].node().op, dev);
         if (rec.status == NodeStatus::unsupported) {
           counts(OracleKind::agreement).skipped_unsupported++;
           cov[1]++;
-          row(int(v), dev, "unsupported", rec.error ? rec.error->message : "");
+          row(int(v), dev, "unsupported", rec.error ? std::string_view(rec.error->message) : "");
           continue;
         }
         if (rec.status == NodeStatus::missing) {
@@ -436,11 +565,11 @@ class Checker {
         if (rec.status == NodeStatus::failed) {
           // On one device every call of a generated program is valid: an error is a finding.
           // (The error's kind is in the signature, as in the contract oracle's "valid call rejected with".)
-          std::string what = fmt::format("valid call raised {} on {}: {}", error_kind_name(rec.error->kind), dev,
+          std::string what = fmt::format("valid call raised {} on {}: {}", error_kind_name(rec.error->kind), dev.str(),
                                          rec.error->message);
           counts(OracleKind::agreement).checked++;
           if (!reported)
-            fail(OracleKind::agreement, int(v), dev, what, fmt::format("node %{} ({}) on {}", v, op.name, dev));
+            fail(OracleKind::agreement, int(v), dev.str(), what, fmt::format("node %{} ({}) on {}", v, op.name, dev.str()));
           reported = true;
           row(int(v), dev, "FAIL", what);
           continue;
@@ -485,12 +614,12 @@ class Checker {
               m->index < 0 ? fmt::format("disagrees with the f64 reference: {}", m->why)
                            : fmt::format("disagrees with the f64 reference: element {} is {} on {}, exact {}, allowed "
                                          "error {} ({})",
-                                         m->index, format_float(m->got), dev, format_float(m->exact),
+                                         m->index, format_float(m->got), dev.str(), format_float(m->exact),
                                          format_float(m->allowed), m->why);
           if (!reported)
-            fail(OracleKind::agreement, int(v), dev, what,
+            fail(OracleKind::agreement, int(v), dev.str(), what,
                  fmt::format("first disagreeing node %{} ({}) on {}; bound k_const={} k_per_term={} bitwise={}", v,
-                             op.name, dev, op.bound.k_const, op.bound.k_per_term, op.bound.bitwise));
+                             op.name, dev.str(), op.bound.k_const, op.bound.k_per_term, op.bound.bitwise));
           reported = true;
           row(int(v), dev, "FAIL", what);
         } else {

@@ -125,6 +125,9 @@ class Tensor {
   std::vector<uint8_t> to_bool() const;
   // Raw bytes in dtype layout.
   std::vector<uint8_t> to_host_bytes() const;
+  // The same bytes into memory the caller owns, which must be exactly numel() * dtype_size(dtype()) bytes
+  // (InvalidArgument otherwise). For a reader that keeps its own buffer: nothing is allocated. Synchronises.
+  void read_host_bytes(std::span<uint8_t> out) const;
   std::string str() const;  // "Tensor(cpu:0, f32, [2, 3])"
 
  private:

@@ -14,7 +14,6 @@
 
 #include <array>
 #include <chrono>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,8 +131,19 @@ struct NodeRow {  // one line of replay's per-node comparison table
 struct ProgramReport {
   std::vector<Failure> failures;
   std::array<OracleCounts, kNumOracles> counts{};
-  // Coverage: per op name and device, how many node runs were checked (ok) and how many were unsupported.
-  std::map<std::string, std::map<std::string, std::array<uint64_t, 2>>> coverage;
+  // Coverage: per op and device, how many node runs were checked (ok) and how many were unsupported. A flat list
+  // in first-seen order (a program has a few ops on a few devices; a map of names allocated per node).
+  struct OpCoverage {
+    OpId op;
+    Device device;
+    std::array<uint64_t, 2> counts{};  // checked, unsupported
+  };
+  std::vector<OpCoverage> coverage;
+  std::array<uint64_t, 2>& coverage_of(OpId op, Device device) {
+    for (OpCoverage& c : coverage)
+      if (c.op == op && c.device == device) return c.counts;
+    return coverage.push_back({op, device}), coverage.back().counts;
+  }
   std::vector<NodeRow> table;
   bool failed() const { return !failures.empty(); }
 };
@@ -169,8 +179,12 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 // the same `upto`): a value that depends on no overridden value is taken from it instead of being computed again,
 // which gives the same result (the evaluator is deterministic) for the cost of a copy. Finite differences perturb
 // one leaf at a time, and most of a program does not depend on any one leaf.
+// `magnitudes`, when given, receives per computed node the reference's magnitude of each element (the sum of
+// |terms| that formed it: reference::RefResult); a partial sum far larger than the value it ends in loses what is
+// added to it, and the gradient oracle's finite differences need to know how much.
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
     const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override = {}, int upto = -1,
-    const std::vector<std::optional<reference::RefTensor>>* unchanged = nullptr);
+    const std::vector<std::optional<reference::RefTensor>>* unchanged = nullptr,
+    std::vector<std::vector<double>>* magnitudes = nullptr);
 
 }  // namespace crossfire::harness
