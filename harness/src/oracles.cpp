@@ -124,8 +124,9 @@ bool only_on(const Program& p, Device d) {
 
 namespace internal {
 
-reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
-                               const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
+// A node's reference call, each tensor argument given by `tensor_of(id)` (a copy, or a value lent: take_args).
+template <class TensorOf>
+reference::RefCall build_ref_call(const NodeDef& n, TensorOf&& tensor_of) {
   reference::RefCall c;
   c.op = n.op;
   c.args.reserve(n.args.size());
@@ -134,17 +135,13 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, ValueRef>) {
-            if (!vals[size_t(x.id)]) *ok = false;
-            c.args.emplace_back(vals[size_t(x.id)] ? *vals[size_t(x.id)] : reference::RefTensor{});
+            c.args.emplace_back(tensor_of(x.id));
           } else if constexpr (std::is_same_v<T, AbsentArg>) {
             c.args.emplace_back(reference::RefAbsent{});
           } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
             std::vector<reference::RefTensor> l;
             l.reserve(x.size());
-            for (const ValueRef& r : x) {
-              if (!vals[size_t(r.id)]) *ok = false;
-              l.push_back(vals[size_t(r.id)] ? *vals[size_t(r.id)] : reference::RefTensor{});
-            }
+            for (const ValueRef& r : x) l.push_back(tensor_of(r.id));
             c.args.emplace_back(std::move(l));
           } else if constexpr (std::is_same_v<T, ByteData>) {
             c.args.emplace_back(x.bytes);
@@ -154,8 +151,16 @@ reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
         },
         a);
   }
-  (void)p;
   return c;
+}
+
+reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
+                               const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
+  (void)p;
+  return build_ref_call(n, [&](int id) {
+    if (!vals[size_t(id)]) *ok = false;
+    return vals[size_t(id)] ? *vals[size_t(id)] : reference::RefTensor{};
+  });
 }
 
 // Note [Where a piecewise op's derivative jumps]
@@ -319,35 +324,10 @@ int reads_of(const NodeDef& n, int id) {
 // exceptions included); a value read twice is copied, since it cannot be in two places. Every value is present
 // (all_present) when a call is built.
 reference::RefCall take_args(const NodeDef& n, std::vector<std::optional<reference::RefTensor>>& vals) {
-  reference::RefCall c;
-  c.op = n.op;
-  c.args.reserve(n.args.size());
-  auto take = [&](int id) {
+  return internal::build_ref_call(n, [&](int id) {
     reference::RefTensor& t = *vals[size_t(id)];
     return reads_of(n, id) == 1 ? std::move(t) : t;
-  };
-  for (const NodeArg& a : n.args) {
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, ValueRef>) {
-            c.args.emplace_back(take(x.id));
-          } else if constexpr (std::is_same_v<T, AbsentArg>) {
-            c.args.emplace_back(reference::RefAbsent{});
-          } else if constexpr (std::is_same_v<T, std::vector<ValueRef>>) {
-            std::vector<reference::RefTensor> l;
-            l.reserve(x.size());
-            for (const ValueRef& r : x) l.push_back(take(r.id));
-            c.args.emplace_back(std::move(l));
-          } else if constexpr (std::is_same_v<T, ByteData>) {
-            c.args.emplace_back(x.bytes);
-          } else {
-            c.args.emplace_back(x);
-          }
-        },
-        a);
-  }
-  return c;
+  });
 }
 
 void give_back(const NodeDef& n, reference::RefCall& c, std::vector<std::optional<reference::RefTensor>>& vals) {
