@@ -107,13 +107,11 @@ bool only_on(const Program& p, Device d) {
       if (!(v.input().device == d)) return false;
       continue;
     }
-    for (const NodeArg& a : v.node().args) {
-      if (const auto* r = std::get_if<ValueRef>(&a); r && r->on && !(*r->on == d)) return false;
-      if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
-        for (const ValueRef& r : *l)
-          if (r.on && !(*r.on == d)) return false;
-      if (const auto* x = std::get_if<Device>(&a); x && !(*x == d)) return false;
-    }
+    bool elsewhere = false;
+    for_each_ref(v.node(), [&](const ValueRef& r) { elsewhere |= r.on && !(*r.on == d); });
+    for (const NodeArg& a : v.node().args)
+      if (const auto* x = std::get_if<Device>(&a); x && !(*x == d)) elsewhere = true;
+    if (elsewhere) return false;
   }
   return true;
 }
@@ -297,23 +295,15 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 namespace {
 
 bool all_present(const NodeDef& n, const std::vector<std::optional<reference::RefTensor>>& vals) {
-  for (const NodeArg& a : n.args) {
-    if (const auto* r = std::get_if<ValueRef>(&a); r && !vals[size_t(r->id)]) return false;
-    if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
-      for (const ValueRef& r : *l)
-        if (!vals[size_t(r.id)]) return false;
-  }
-  return true;
+  bool present = true;
+  for_each_ref(n, [&](const ValueRef& r) { present = present && vals[size_t(r.id)].has_value(); });
+  return present;
 }
 
 // How often node `n` reads value `id` (a value read twice, add(%1, %1), is copied into the call, not moved).
 int reads_of(const NodeDef& n, int id) {
   int k = 0;
-  for (const NodeArg& a : n.args) {
-    if (const auto* r = std::get_if<ValueRef>(&a)) k += r->id == id;
-    if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
-      for (const ValueRef& r : *l) k += r.id == id;
-  }
+  for_each_ref(n, [&](const ValueRef& r) { k += r.id == id; });
   return k;
 }
 
@@ -361,11 +351,7 @@ std::vector<std::optional<reference::RefTensor>> evaluate_f64(
       continue;
     }
     if (unchanged != nullptr && !p.values[v].is_input())
-      for (const NodeArg& a : p.values[v].node().args) {
-        if (const auto* r = std::get_if<ValueRef>(&a)) moved[v] = moved[v] || moved[size_t(r->id)];
-        if (const auto* l = std::get_if<std::vector<ValueRef>>(&a))
-          for (const ValueRef& r : *l) moved[v] = moved[v] || moved[size_t(r.id)];
-      }
+      for_each_ref(p.values[v].node(), [&](const ValueRef& r) { moved[v] = moved[v] || moved[size_t(r.id)]; });
     if (unchanged != nullptr && !moved[v] && v < unchanged->size()) {
       vals[v] = (*unchanged)[v];
       continue;

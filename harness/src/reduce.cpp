@@ -12,15 +12,6 @@ namespace crossfire::harness {
 
 namespace {
 
-template <class F>
-void for_each_ref(NodeDef& n, F&& f) {
-  for (NodeArg& a : n.args) {
-    if (auto* r = std::get_if<ValueRef>(&a)) f(*r);
-    if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
-      for (ValueRef& r : *l) f(r);
-  }
-}
-
 // Keeps the leading `new_size` entries of an input along dimension `dim` (row-major data is re-gathered).
 template <class T>
 std::vector<T> keep_leading(const std::vector<T>& data, const Shape& shape, int dim, int64_t new_size) {

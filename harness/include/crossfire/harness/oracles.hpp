@@ -142,7 +142,8 @@ struct ProgramReport {
   std::array<uint64_t, 2>& coverage_of(OpId op, Device device) {
     for (OpCoverage& c : coverage)
       if (c.op == op && c.device == device) return c.counts;
-    return coverage.push_back({op, device}), coverage.back().counts;
+    coverage.push_back({op, device});
+    return coverage.back().counts;
   }
   std::vector<NodeRow> table;
   bool failed() const { return !failures.empty(); }

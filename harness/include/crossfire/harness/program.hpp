@@ -77,6 +77,18 @@ struct NodeDef {
   friend bool operator==(const NodeDef&, const NodeDef&) = default;
 };
 
+// Calls f on every value reference of a node, in signature order (a list's members in order). NodeDef may be const
+// (f takes const ValueRef&) or not (f may change the references).
+template <class Node, class F>
+  requires std::is_same_v<std::remove_const_t<Node>, NodeDef>
+void for_each_ref(Node& n, F&& f) {
+  for (auto& a : n.args) {
+    if (auto* r = std::get_if<ValueRef>(&a)) f(*r);
+    if (auto* l = std::get_if<std::vector<ValueRef>>(&a))
+      for (auto& r : *l) f(r);
+  }
+}
+
 struct Value {
   std::variant<InputDef, NodeDef> def;
   bool is_input() const { return def.index() == 0; }
