@@ -41,23 +41,52 @@ inline int64_t offset_of(const Index& idx, const Index& strides, int rank) {
 }
 
 // For each element of `out` (row-major), the flat index of the element of `in` that numpy broadcasting maps to it:
-// in's dims align with out's trailing dims, and size-1 dims repeat.
-inline std::vector<int64_t> broadcast_sources(const Shape& in, const Shape& out) {
-  Index stride{};
-  int off = out.rank() - in.rank();
-  int64_t acc = 1;
-  for (int i = in.rank() - 1; i >= 0; --i) {
-    stride[size_t(i + off)] = in[i] == 1 ? 0 : acc;
-    acc *= in[i];
+// in's dims align with out's trailing dims, and size-1 dims repeat. The two common cases hold no table: an input of
+// out's own shape maps element e to e, and a one-element input maps every element to 0. (Every reference call of a
+// broadcasting op and every vjp of one builds these, in every finite difference of the gradient oracle; a table
+// each was a heap block each, and a sanitizer build pays a stack trace per block: docs/fuzzing.md, Speed.)
+class BroadcastSources {
+ public:
+  BroadcastSources(const Shape& in, const Shape& out) : n_(size_t(out.numel())) {
+    if (in == out) {
+      kind_ = Kind::identity;
+      return;
+    }
+    if (in.numel() == 1) {
+      kind_ = Kind::first;
+      return;
+    }
+    kind_ = Kind::table;
+    Index stride{};
+    int off = out.rank() - in.rank();
+    int64_t acc = 1;
+    for (int i = in.rank() - 1; i >= 0; --i) {
+      stride[size_t(i + off)] = in[i] == 1 ? 0 : acc;
+      acc *= in[i];
+    }
+    table_.resize(n_);
+    Index idx{};
+    for (size_t e = 0; e < n_; ++e) {
+      table_[e] = offset_of(idx, stride, out.rank());
+      next_index(idx, out);
+    }
   }
-  std::vector<int64_t> src(size_t(out.numel()));
-  Index idx{};
-  for (size_t e = 0; e < src.size(); ++e) {
-    src[e] = offset_of(idx, stride, out.rank());
-    next_index(idx, out);
+  size_t size() const { return n_; }
+  int64_t operator[](size_t e) const {
+    switch (kind_) {
+      case Kind::identity: return int64_t(e);
+      case Kind::first: return 0;
+      case Kind::table: break;
+    }
+    return table_[e];
   }
-  return src;
-}
+
+ private:
+  enum class Kind : uint8_t { identity, first, table };
+  Kind kind_ = Kind::table;
+  size_t n_ = 0;
+  std::vector<int64_t> table_;
+};
 
 // Splits a tensor around one axis: outer * len * inner == numel. Written apart from the core's split_at() on
 // purpose: the reference shares no code with what it checks.

@@ -593,7 +593,7 @@ template <class F, class G>
 RefResult binary(const Ctx& c, F f, G g, Mag mag) {
   const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
   Shape out = c.broadcast("rhs", a.shape, b.shape);
-  std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
+  const BroadcastSources sa(a.shape, out), sb(b.shape, out);
   RefResult r = make_result(a.dtype, out);
   for (size_t i = 0; i < sa.size(); ++i) {
     const size_t ia = size_t(sa[i]), ib = size_t(sb[i]);
@@ -655,7 +655,7 @@ template <class P>
 RefResult predicate(const Ctx& c, P p) {
   const RefTensor &a = c.tensor("lhs"), &b = c.tensor("rhs");
   Shape out = c.broadcast("rhs", a.shape, b.shape);
-  std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
+  const BroadcastSources sa(a.shape, out), sb(b.shape, out);
   RefResult r = make_result(DType::boolean, out);
   for (size_t i = 0; i < sa.size(); ++i) {
     const size_t ia = size_t(sa[i]), ib = size_t(sb[i]);
@@ -693,8 +693,7 @@ RefResult ev_where(const Ctx& c) {
   const RefTensor &cond = c.tensor("cond"), &a = c.tensor("a"), &b = c.tensor("b");
   Shape out = c.broadcast("a", cond.shape, a.shape);
   out = c.broadcast("b", out, b.shape);
-  std::vector<int64_t> sc = broadcast_sources(cond.shape, out), sa = broadcast_sources(a.shape, out),
-                       sb = broadcast_sources(b.shape, out);
+  const BroadcastSources sc(cond.shape, out), sa(a.shape, out), sb(b.shape, out);
   RefResult r = make_result(a.dtype, out);
   if (a.dtype != b.dtype) c.fail("b", "a and b must have one dtype");
   for (size_t i = 0; i < sc.size(); ++i) {
@@ -815,7 +814,7 @@ RefResult ev_matmul(const Ctx& c) {
   for (int i = 0; i < rb - 2; ++i) bb.push_back(b.shape[i]);
   Shape batch = c.broadcast("rhs", ba, bb);
   if (batch.rank() + 2 > kMaxRank) c.fail("rhs", "result rank is above the maximum");
-  std::vector<int64_t> src_a = broadcast_sources(ba, batch), src_b = broadcast_sources(bb, batch);
+  const BroadcastSources src_a(ba, batch), src_b(bb, batch);
   Shape out = batch;
   out.push_back(m);
   out.push_back(n);
@@ -937,7 +936,7 @@ RefResult ev_expand(const Ctx& c) {
     int64_t d = x.shape[i], t = target[i + target.rank() - x.shape.rank()];
     if (d != t && d != 1) c.fail("shape", fmt::format("cannot expand {} to {}", x.shape.str(), target.str()));
   }
-  std::vector<int64_t> src = broadcast_sources(x.shape, target);
+  const BroadcastSources src(x.shape, target);
   RefResult r = make_result(x.dtype, target);
   for (size_t i = 0; i < src.size(); ++i) copy_element(r.value, i, x, size_t(src[i]));
   return exact_result(std::move(r));

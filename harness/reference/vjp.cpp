@@ -143,7 +143,7 @@ template <class DL, class DR, class ML, class MR>
 void binary(VjpCtx& c, DL dl, DR dr, ML ml, MR mr, std::string_view lhs = "lhs", std::string_view rhs = "rhs") {
   const RefTensor &a = c.tensor(lhs), &b = c.tensor(rhs);
   const Shape& out = c.u.shape;
-  const std::vector<int64_t> sa = broadcast_sources(a.shape, out), sb = broadcast_sources(b.shape, out);
+  const BroadcastSources sa(a.shape, out), sb(b.shape, out);
   RefResult &ga = c.grad(lhs), &gb = c.grad(rhs);
   const double lim = largest(a.dtype);
   for (size_t j = 0; j < sa.size(); ++j) {
@@ -205,8 +205,7 @@ void d_minimum(VjpCtx& c) {
 void d_where(VjpCtx& c) {
   const RefTensor &cond = c.tensor("cond"), &a = c.tensor("a"), &b = c.tensor("b");
   const Shape& out = c.u.shape;
-  const std::vector<int64_t> sc = broadcast_sources(cond.shape, out), sa = broadcast_sources(a.shape, out),
-                             sb = broadcast_sources(b.shape, out);
+  const BroadcastSources sc(cond.shape, out), sa(a.shape, out), sb(b.shape, out);
   RefResult &ga = c.grad("a"), &gb = c.grad("b");
   for (size_t j = 0; j < sc.size(); ++j) {
     const bool pick_a = cond.values[size_t(sc[j])] != 0;
@@ -269,7 +268,7 @@ void d_matmul(VjpCtx& c) {
   for (int i = 0; i < ra - 2; ++i) ba.push_back(a.shape[i]);
   for (int i = 0; i < rb - 2; ++i) bb.push_back(b.shape[i]);
   for (int i = 0; i < c.u.shape.rank() - 2; ++i) batch.push_back(c.u.shape[i]);
-  const std::vector<int64_t> src_a = broadcast_sources(ba, batch), src_b = broadcast_sources(bb, batch);
+  const BroadcastSources src_a(ba, batch), src_b(bb, batch);
   RefResult &ga = c.grad("lhs"), &gb = c.grad("rhs");
   for (size_t bi = 0; bi < src_a.size(); ++bi) {
     const size_t oa = size_t(src_a[bi] * m * k), ob = size_t(src_b[bi] * k * n), ou = bi * size_t(m * n);

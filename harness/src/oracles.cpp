@@ -503,6 +503,7 @@ class Checker {
   // Agreement: every node on every device against the reference on its own inputs.
   void agreement(const std::vector<RunResult>& runs) {
     bool reported = false;
+    r_.coverage.reserve(p_.values.size() * runs.size());  // at most one entry per node and device: one block
     for (size_t v = 0; v < p_.values.size(); ++v) {
       if (p_.values[v].is_input()) continue;
       const OpDef& op = op_def(p_.values[v].node().op);
