@@ -177,6 +177,17 @@ class Parser {
     if (text_.size() > ProgramLimits::kMaxBytes)
       fail_at(0, 0, fmt::format("program is {} bytes; the limit is {} bytes (ProgramLimits::kMaxBytes)",
                                 text_.size(), ProgramLimits::kMaxBytes));
+    // Note [A NUL at the end of every line]
+    // The scanner reads a program character by character, and in the fuzz build every comparison is a call into
+    // libFuzzer's hooks: a bound check per character was a third of the parse there. So the parser reads its own
+    // copy of the text, in which next_line() turns the character that ends each line ('\n', or the '\r' of "\r\n")
+    // into a NUL; the last line ends at std::string's own NUL. peek() then reads line_text_.data()[col_] unchecked:
+    // col_ never passes the line's end (it only moves past a character that a test accepted, and no test accepts
+    // NUL), and at the end it reads that NUL. A loop whose test rejects NUL (spaces, word, digit and number
+    // characters) needs no at_end_of_line() beside it. A NUL inside a line reads as NUL, as it always did, but
+    // at_end_of_line() still tells it from the line's end.
+    buf_.assign(text_);
+    text_ = buf_;
     Program p;
     // One value per line at most, and never more than the limit allows: the vector does not regrow as lines come.
     p.values.reserve(std::min<size_t>(size_t(std::count(text_.begin(), text_.end(), '\n')) + 1,
@@ -224,19 +235,20 @@ class Parser {
     size_t nl = text_.find('\n', pos_);
     line_text_ = text_.substr(pos_, nl == std::string_view::npos ? std::string_view::npos : nl - pos_);
     if (!line_text_.empty() && line_text_.back() == '\r') line_text_.remove_suffix(1);
+    if (pos_ + line_text_.size() < buf_.size()) buf_[pos_ + line_text_.size()] = '\0';  // Note [A NUL at the end...]
     pos_ = nl == std::string_view::npos ? text_.size() : nl + 1;
     ++line_;
     col_ = 0;
     return true;
   }
   bool at_end_of_line() const { return col_ >= line_text_.size(); }
-  char peek() const { return at_end_of_line() ? '\0' : line_text_[col_]; }
+  char peek() const { return line_text_.data()[col_]; }  // NUL at the end (Note [A NUL at the end of every line])
   std::string peeked() const {  // the next character, as a message may quote it
     const char c = peek();
     return printable({&c, 1});
   }
   void skip_spaces() {
-    while (!at_end_of_line() && (peek() == ' ' || peek() == '\t')) ++col_;
+    while (peek() == ' ' || peek() == '\t') ++col_;
   }
   void end_line() {
     skip_spaces();
@@ -268,14 +280,14 @@ class Parser {
   std::string_view word() {
     skip_spaces();
     size_t s = col_;
-    while (!at_end_of_line() && word_char(peek())) ++col_;
+    while (word_char(peek())) ++col_;
     if (s == col_) fail(at_end_of_line() ? "unexpected end of line" : fmt::format("unexpected `{}`", peeked()));
     return line_text_.substr(s, col_ - s);
   }
   void expect_word(std::string_view w, std::string_view what) {
     skip_spaces();
     size_t s = col_;
-    while (!at_end_of_line() && word_char(peek())) ++col_;
+    while (word_char(peek())) ++col_;
     if (line_text_.substr(s, col_ - s) != w) {
       col_ = s;
       fail(fmt::format("expected {}", what));
@@ -298,7 +310,7 @@ class Parser {
   bool accept_word(std::string_view w) {
     skip_spaces();
     size_t s = col_, e = col_;
-    while (e < line_text_.size() && word_char(line_text_[e])) ++e;
+    while (word_char(line_text_.data()[e])) ++e;
     if (line_text_.substr(s, e - s) == w) {
       col_ = e;
       return true;
@@ -309,7 +321,7 @@ class Parser {
     skip_spaces();
     size_t s = col_;
     if (peek() == '-' || peek() == '+') ++col_;
-    while (!at_end_of_line() && peek() >= '0' && peek() <= '9') ++col_;
+    while (peek() >= '0' && peek() <= '9') ++col_;
     std::string_view tok = line_text_.substr(s, col_ - s);
     int64_t v = 0;
     const char* b = tok.data() + (!tok.empty() && tok[0] == '+' ? 1 : 0);
@@ -362,7 +374,7 @@ class Parser {
   double number() {
     skip_spaces();
     size_t s = col_;
-    while (!at_end_of_line() && number_char(peek())) ++col_;
+    while (number_char(peek())) ++col_;
     const std::string_view tok = line_text_.substr(s, col_ - s);
     if (tok.empty()) fail("expected a number");
     // What the printer writes, [-]0x<hex digit>..., read by std::from_chars (exact, like strtod, at a fraction of
@@ -666,7 +678,8 @@ class Parser {
     fail("unknown parameter role");
   }
 
-  std::string_view text_;
+  std::string_view text_;  // buf_, once run() has copied it
+  std::string buf_;        // the text, each line ended by a NUL (Note [A NUL at the end of every line])
   std::string where_;
   size_t pos_ = 0;
   std::string_view line_text_;
