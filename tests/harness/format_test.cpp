@@ -222,6 +222,40 @@ TEST(ProgramFormat, OversizedProgramsNameTheLimit) {
   expect_parse_error(list + "%0] axis=0\n", 3, 0, "ProgramLimits::kMaxListLength");
 }
 
+// Where a line ends is where the scanner stops (Note [A NUL at the end of every line]): "\n", "\r\n" and the end of
+// the text read alike, a token that runs to the end of any of them is whole, and a NUL or a lone CR inside a line
+// is a character there, not its end: an error at its column.
+TEST(ProgramFormat, EveryLineEndReadsAlike) {
+  GenConfig cfg;
+  cfg.devices = {Device::cpu(0), Device::cpu(1)};
+  auto crlf = [](const std::string& t) {
+    std::string out;
+    for (char ch : t) out += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+    return out;
+  };
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    PrngChoices c(seed);
+    const Program p = generate_program(c, cfg);
+    const std::string text = print_program(p);
+    ASSERT_EQ(text.back(), '\n');
+    const std::string bare = text.substr(0, text.size() - 1);  // no newline after the last line
+    ASSERT_EQ(parse_program(bare), p) << bare;
+    ASSERT_EQ(parse_program(crlf(text)), p) << text;
+    ASSERT_EQ(parse_program(crlf(bare)), p) << text;
+  }
+  const std::string h = "crossfire-program 4\n";
+  // A token that runs to the end of the text, or to a CR there, is whole.
+  EXPECT_EQ(parse_program(h + "input %0 i32 [2] cpu:0 = 12 345").values[0].input().ints,
+            (std::vector<int64_t>{12, 345}));
+  EXPECT_EQ(parse_program(h + "input %0 i32 [2] cpu:0 = 12 345\r").values[0].input().ints,
+            (std::vector<int64_t>{12, 345}));
+  // Column 30 is the NUL or the CR: the values end at column 29, and the line does not.
+  expect_parse_error(h + "input %0 i32 [2] cpu:0 = 12 3" + std::string(1, '\0') + "45\n", 2, 30, "more values");
+  expect_parse_error(h + "input %0 i32 [2] cpu:0 = 12 3\r45\n", 2, 30, "more values");
+  expect_parse_error(h + "input %0 f32 [1] cpu:0 = 1\nnode %1 neg x=%0\r\r\n", 3, 17, "unexpected");
+  expect_parse_error(h + "input %0 f32 [1] cpu:0 = 1\nnode %1 frob", 3, 9, "unknown op `frob`");
+}
+
 TEST(ProgramFormat, TruncatedProgramsNeverCrash) {
   GenConfig cfg;
   PrngChoices c(5);
