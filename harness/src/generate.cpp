@@ -126,6 +126,10 @@ class Generator {
       if (std::optional<Program> p = large_program()) return std::move(*p);
     mismatch_ = cfg_.mismatches && c_.coin(1, 4);
     int n = int(c_.range(std::max(1, cfg_.min_nodes), std::max(cfg_.min_nodes, std::min(cfg_.max_nodes, 30))));
+    // A node and its fresh inputs: about three values per node (more only for lists), so the two vectors seldom
+    // regrow (each regrowth was a heap block, and a sanitizer build pays a stack trace per block).
+    p_.values.reserve(size_t(n) * 3);
+    meta_.reserve(size_t(n) * 3);
     for (int i = 0; i < n; ++i) {
       add_node(draw_op(c_, cfg_.ops));
     }
