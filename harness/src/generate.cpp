@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <span>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -298,20 +299,9 @@ class Generator {
   }
   const Shape& shape_of(const ValueRef& r) const { return meta_[size_t(r.id)].shape; }
 
-  // The indices of an op's tensor parameters, in order (held in place: one per generated node).
-  struct TensorParams {
-    std::array<int, kMaxParams> at{};
-    size_t count = 0;
-    size_t size() const { return count; }
-    int operator[](size_t k) const { return at[k]; }
-    const int* begin() const { return at.data(); }
-    const int* end() const { return at.data() + count; }
-  };
-  static TensorParams tensor_params(const OpDef& op) {
-    TensorParams v;
-    for (int i = 0; i < op.num_params; ++i)
-      if (is_tensor_role(op.params[size_t(i)].role)) v.at[v.count++] = i;
-    return v;
+  // The indices of an op's tensor parameters, in order: the op table's own list.
+  static std::span<const uint8_t> tensor_params(const OpDef& op) {
+    return {op.tensor_params.data(), size_t(op.num_tensor_params)};
   }
   // The k-th parameter of a role (families name their attributes by position, not by name).
   static int nth(const OpDef& op, ParamRole role, int k) {
@@ -333,7 +323,7 @@ class Generator {
     };
     auto axis_for = [&](int rank) { return rank == 0 ? int64_t(0) : pick(-rank, rank - 1); };
     auto norm = [](int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; };
-    const TensorParams tp = tensor_params(op);
+    const std::span<const uint8_t> tp = tensor_params(op);
 
     switch (op.family) {
       case OpFamily::creation: {
@@ -804,7 +794,7 @@ class Generator {
     const int values = int(pick(0, 4));
     const OpId id = draw_op(c_, allowed);
     const OpDef& op = op_def(id);
-    const TensorParams tp = tensor_params(op);
+    const std::span<const uint8_t> tp = tensor_params(op);
     NodeDef n;
     n.op = id;
     n.args.resize(size_t(op.num_params));

@@ -452,7 +452,7 @@ class GradientOracle {
       const NodeDef& nd = p_.values[size_t(v)].node();
       if (!reference::has_vjp(nd.op)) continue;
       bool ok = true;
-      const reference::RefCall c = ref_call_of(p_, nd, base_, &ok);
+      const reference::RefCall c = ref_call_of(nd, base_, &ok);
       if (!ok) return;
       reference::RefVjp g, m;
       try {

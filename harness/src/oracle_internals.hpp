@@ -16,7 +16,7 @@ namespace crossfire::harness::internal {
 using Evaluation = std::vector<std::optional<reference::RefTensor>>;
 
 // A node's call with its tensor arguments taken from `vals`; *ok becomes false when one is missing there.
-reference::RefCall ref_call_of(const Program& p, const NodeDef& n, const Evaluation& vals, bool* ok);
+reference::RefCall ref_call_of(const NodeDef& n, const Evaluation& vals, bool* ok);
 // Note [Where a piecewise op's derivative jumps]: whether the node's inputs sit on its op's kink.
 bool sits_on_kink(const NodeDef& n, const Evaluation& vals);
 // The values `root` depends on (itself included); all false for root < 0.

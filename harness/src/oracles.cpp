@@ -152,9 +152,8 @@ reference::RefCall build_ref_call(const NodeDef& n, TensorOf&& tensor_of) {
   return c;
 }
 
-reference::RefCall ref_call_of(const Program& p, const NodeDef& n,
-                               const std::vector<std::optional<reference::RefTensor>>& vals, bool* ok) {
-  (void)p;
+reference::RefCall ref_call_of(const NodeDef& n, const std::vector<std::optional<reference::RefTensor>>& vals,
+                               bool* ok) {
   return build_ref_call(n, [&](int id) {
     if (!vals[size_t(id)]) *ok = false;
     return vals[size_t(id)] ? *vals[size_t(id)] : reference::RefTensor{};
