@@ -179,7 +179,7 @@ class Parser {
                                 text_.size(), ProgramLimits::kMaxBytes));
     // Note [A NUL at the end of every line]
     // The scanner reads a program character by character, and in the fuzz build every comparison is a call into
-    // libFuzzer's hooks: a bound check per character was a third of the parse there. So the parser reads its own
+    // libFuzzer's hooks, which were half of the parse's time there (docs/fuzzing.md, Speed). So the parser reads its own
     // copy of the text, in which next_line() turns the character that ends each line ('\n', or the '\r' of "\r\n")
     // into a NUL; the last line ends at std::string's own NUL. peek() then reads line_text_.data()[col_] unchecked:
     // col_ never passes the line's end (it only moves past a character that a test accepted, and no test accepts
