@@ -3,6 +3,7 @@
 // with the reason when this machine has no Vulkan device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "crossfire/crossfire.hpp"
 #include "reference/reference.hpp"
 #include "support/backend_under_test.hpp"
+#include "elementwise_codes.hpp"
 #include "vulkan_backend.hpp"
 
 namespace crossfire::testing {
@@ -385,6 +387,88 @@ TEST(VulkanValidation, LayerReportedNothing) {
     return all;
   }();
   if (!asked) GTEST_SKIP() << "validation layer not requested (set " << vulkan::kValidationEnv << "=1)";
+}
+
+// ---- specialized SPIR-V (Note [Specialized SPIR-V] in vulkan_backend.cpp) -------------------------------------------
+
+// Bytes for a tensor of dtype dt drawn from `rng`: any bit pattern, NaNs and subnormals included, but a bool's 0 or 1.
+Tensor pattern_tensor(DType dt, IntList shape, std::mt19937& rng, Device d) {
+  int64_t n = 1;
+  for (int64_t s : shape.span()) n *= s;
+  std::vector<uint8_t> bytes(size_t(n) * dtype_size(dt));
+  for (uint8_t& b : bytes) b = dt == DType::boolean ? uint8_t(rng() & 1) : uint8_t(rng());
+  return from_bytes(bytes, shape, dt, d);
+}
+
+OpId op_with_code(int code) {
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (vulkan::runs_elementwise(kOpTable[i].family) && vulkan::kCodes[i] == code) return OpId(i);
+  ADD_FAILURE() << "no elementwise op has code " << code;
+  return OpId(0);
+}
+
+// Every pipeline the elementwise kernel can create has its specialized module in the build (the list and the
+// kernel's own spec come from one table, elementwise_codes.hpp; this holds the build to writing them all).
+TEST(VulkanSpecialized, EveryElementwisePipelineHasItsModule) {
+#if !CROSSFIRE_SPECIALIZED_SPIRV
+  GTEST_SKIP() << "this build found no spirv-opt: the Vulkan backend runs its generic SPIR-V modules only";
+#endif
+  for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
+    const std::string name = fmt::format("elementwise_{}-{}_{}_{}", s.code, s.code, int(s.in), int(s.out));
+    EXPECT_FALSE(vulkan::embedded_spirv(name).empty()) << "no specialized module " << name;
+  }
+}
+
+// A pipeline from its specialized module computes, bit for bit, what the generic module with the same constants
+// computes: every pipeline of the elementwise kernel, on inputs of random bits (NaN payloads, subnormals, both
+// zeros, integer extremes) broadcast from [10] to [4, 10]. With a constant the specialization dropped or set wrong,
+// the two run different dtype paths and the bytes differ.
+TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
+  REQUIRE_VULKAN(d);
+  vulkan::Context& c = vkb().context(d.index);
+  auto use_specialized = [&](bool on) {
+    std::lock_guard l(c.mu);
+    c.use_specialized = on;
+  };
+  std::mt19937 rng(20261206);
+  size_t checked = 0;
+  for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
+    const OpId id = op_with_code(s.code);
+    const OpDef& op = kOpTable[id];
+    const std::string what = fmt::format("{} {} -> {}", op.name, dtype_name(s.in), dtype_name(s.out));
+    std::vector<Tensor> inputs;
+    inputs.reserve(size_t(op.num_params));  // (the pack points at them)
+    ArgPack args;
+    for (int p = 0; p < op.num_params; ++p) {
+      const ParamDef& param = op.params[size_t(p)];
+      if (param.role == ParamRole::tensor) {
+        // where's condition is a bool whatever the values' dtype
+        const DType dt = param.dtypes.contains(s.in) ? s.in : DType::boolean;
+        inputs.push_back(pattern_tensor(dt, p == 0 ? IntList{4, 10} : IntList{10}, rng, d));
+        args.push(Arg::of(inputs.back()));
+      } else if (param.role == ParamRole::dtype_attr) {
+        args.push(Arg::of(s.out));
+      } else if (param.role == ParamRole::float_attr) {
+        args.push(Arg::scalar(p == 1 ? -1.5 : 2.5));  // clamp's min and max
+      } else {
+        FAIL() << what << ": parameter `" << param.name << "` has a role this test does not build";
+      }
+    }
+    use_specialized(false);
+    const std::vector<uint8_t> generic = call(id, args).to_host_bytes();
+    use_specialized(true);
+    const Tensor out = call(id, args);
+    ASSERT_EQ(out.dtype(), s.out) << what;
+    const std::vector<uint8_t> specialized = out.to_host_bytes();
+    ASSERT_EQ(specialized.size(), generic.size()) << what;
+    const auto [a, b] = std::mismatch(specialized.begin(), specialized.end(), generic.begin());
+    EXPECT_TRUE(a == specialized.end()) << what << ": byte " << (a - specialized.begin()) << " of the output is "
+                                        << int(*a) << " from the specialized module, " << int(*b) << " from the generic";
+    ++checked;
+  }
+  use_specialized(true);
+  EXPECT_EQ(checked, vulkan::kElementwiseSpecs.size());
+  EXPECT_GT(checked, size_t(100));
 }
 
 }  // namespace

@@ -267,6 +267,8 @@ Context::Context(VulkanBackend& b, int index, VkPhysicalDevice phys)
         *this, uint32_t(staging_type), true,
         mem_props.memoryHeaps[mem_props.memoryTypes[staging_type].heapIndex].size);
 
+  if (const char* v = std::getenv(kSpecializedEnv); v != nullptr && std::strcmp(v, "0") == 0) use_specialized = false;
+
   // The on-disk pipeline cache (see kPipelineCacheEnv); any failure just means no cache.
   {
     std::string dir;
@@ -443,9 +445,42 @@ void Context::fill(Allocation& dst, uint32_t pattern, std::string_view op) {
 
 // ---- pipelines --------------------------------------------------------------------------------------------------------
 
+// Note [Specialized SPIR-V]
+// lavapipe lowers a module's whole code before the specialization constants let it drop what a pipeline does not
+// use, and an elementwise module holds its op for every dtype (f32, i32, bool, the two halves, i64 as two words):
+// ~50 KB of SPIR-V, 10-20 ms to create each pipeline, of which a 10 s campaign on cpu:0, cpu:1 and vulkan:0 creates
+// ~140 (2.3-2.9 s of its 10, docs/benchmarks.md). So the build also writes, for each pipeline the elementwise kernel
+// can create (kElementwiseSpecs in elementwise_codes.hpp, from the op table), its module with the constants set,
+// frozen and folded and the code they rule out removed (spirv-opt; kernels/vulkan/specialize_spirv.cmake), named
+// `<module>-<c0>_<c1>_<c2>`: 3-9 KB, ~2-5 ms a pipeline. A pipeline with no such module (another kernel, or a
+// build without spirv-opt) is created from the generic module and its constants, as before; the two give the same
+// kernel (VulkanSpecialized.EveryElementwisePipelineMatchesItsGenericModule holds them to each other bit for bit,
+// and the tests run under the validation layers, which check each module as it is created).
+namespace {
+// A specialized module's name, `<module>-<c0>_<c1>_...` (specialize_spirv.cmake), in buf.
+std::string_view specialized_name(std::string_view module, std::span<const int32_t> spec, std::string& buf) {
+  buf.assign(module);
+  for (size_t i = 0; i < spec.size(); ++i) fmt::format_to(std::back_inserter(buf), "{}{}", i == 0 ? '-' : '_', spec[i]);
+  return buf;
+}
+}  // namespace
+
+VkShaderModule Context::shader_module(std::string_view name, std::span<const uint32_t> code, std::string_view op) {
+  if (auto it = modules_.find(std::string(name)); it != modules_.end()) return it->second;
+  auto mi = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
+  mi.codeSize = code.size_bytes();
+  mi.pCode = code.data();
+  VkShaderModule sm;
+  VkResult r = vk.vkCreateShaderModule(dev, &mi, nullptr, &sm);
+  if (r != VK_SUCCESS) fail(op, fmt::format("vkCreateShaderModule `{}`", name), r);
+  modules_.emplace(std::string(name), sm);
+  return sm;
+}
+
 VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> spec, std::string_view op) {
   uint64_t key = fnv1a(1469598103934665603ull, module.data(), module.size());
   key = fnv1a(key, spec.data(), spec.size_bytes());
+  key = fnv1a(key, &use_specialized, sizeof use_specialized);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   check_lost(op);
   if (fail_next_pipeline) {
@@ -454,20 +489,18 @@ VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> s
                          fmt::format("vkCreateComputePipelines for shader `{}`: VK_ERROR_UNKNOWN (injected by a test)",
                                      module));
   }
+  // The specialized module when the build has one (Note [Specialized SPIR-V]), else the generic one.
+  std::string buf;
+  std::span<const uint32_t> specialized;
+  if (use_specialized && !spec.empty()) specialized = embedded_spirv(specialized_name(module, spec, buf));
   VkShaderModule sm;
-  auto mit = modules_.find(std::string(module));
-  if (mit != modules_.end()) {
-    sm = mit->second;
+  if (!specialized.empty()) {
+    sm = shader_module(buf, specialized, op);
   } else {
     std::span<const uint32_t> code = embedded_spirv(module);
     if (code.empty())
       throw BackendFailure(std::string(op), device, fmt::format("no embedded SPIR-V module `{}`", module));
-    auto mi = vk_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
-    mi.codeSize = code.size_bytes();
-    mi.pCode = code.data();
-    VkResult r = vk.vkCreateShaderModule(dev, &mi, nullptr, &sm);
-    if (r != VK_SUCCESS) fail(op, fmt::format("vkCreateShaderModule `{}`", module), r);
-    modules_.emplace(std::string(module), sm);
+    sm = shader_module(module, code, op);
   }
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (size_t i = 0; i < spec.size(); ++i) entries[i] = {uint32_t(i), uint32_t(i * 4), 4};
@@ -477,7 +510,8 @@ VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> s
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = sm;
   ci.stage.pName = "main";
-  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  // (A specialized module has no specialization constants left to set.)
+  ci.stage.pSpecializationInfo = spec.empty() || !specialized.empty() ? nullptr : &si;
   ci.layout = pipeline_layout_;
   VkPipeline p;
   VkResult r = vk.vkCreateComputePipelines(dev, pipeline_cache_, 1, &ci, nullptr, &p);

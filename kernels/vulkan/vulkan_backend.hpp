@@ -43,6 +43,11 @@ inline constexpr const char* kMemoryLimitEnv = "CROSSFIRE_VULKAN_MEMORY_LIMIT";
 // software driver tens of milliseconds.
 inline constexpr const char* kPipelineCacheEnv = "CROSSFIRE_VULKAN_PIPELINE_CACHE";
 
+// CROSSFIRE_VULKAN_SPECIALIZED=0 creates every pipeline from its generic module and specialization constants instead
+// of from a module with the constants folded in at build time (Note [Specialized SPIR-V] in vulkan_backend.cpp):
+// slower to create, the same kernels; for telling a driver's or spirv-opt's fault from crossfire's.
+inline constexpr const char* kSpecializedEnv = "CROSSFIRE_VULKAN_SPECIALIZED";
+
 // LP_NUM_THREADS, llvmpipe's own variable: crossfire sets it to 0 when it is unset (Note [lavapipe without its thread
 // pool] in vulkan_backend.cpp).
 inline constexpr const char* kLavapipeThreadsEnv = "LP_NUM_THREADS";
@@ -160,6 +165,8 @@ class Context {
   PoolStats stats;
   Pool& pool() { return *pool_; }
   bool fail_next_pipeline = false;  // test hook: the next pipeline creation fails
+  // Pipelines from the build's specialized modules where there is one (kSpecializedEnv; tests switch it).
+  bool use_specialized = true;
 
  private:
   struct Batch {
@@ -181,6 +188,7 @@ class Context {
   void use(Allocation& a, bool write);
 
   void save_pipeline_cache();
+  VkShaderModule shader_module(std::string_view name, std::span<const uint32_t> code, std::string_view op);
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   std::string pipeline_cache_path_;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;

@@ -13,12 +13,11 @@
 
 #include "crossfire/error.hpp"
 #include "crossfire/half_bits.hpp"
+#include "elementwise_codes.hpp"
 #include "vulkan_backend.hpp"
 
 namespace crossfire::vulkan {
 namespace {
-
-#include "shaders/op_codes.h"
 
 Context& ctx(const KernelCall& c) { return static_cast<VulkanBackend*>(c.out.owner)->context(c.out.device.index); }
 Allocation* A(const TensorImpl& t) { return &alloc_of(t); }
@@ -141,33 +140,13 @@ struct ElementwisePush {
 };
 static_assert(sizeof(ElementwisePush) <= 128, "Vulkan guarantees 128 bytes of push constants");
 
-// Op codes by OpId (0: none). Every op of the elementwise families must have one: elementwise_kernel is registered
-// for the whole families, so an op without a code would reach the shader's default (checked below).
-constexpr auto kCodes = [] {
-  std::array<int, kNumOps> a{};
-  auto set = [&](std::string_view n, int code) {
-    for (size_t i = 0; i < kOpTable.size(); ++i)
-      if (kOpTable[i].name == n) a[i] = code;
-  };
-  set("neg", CF_NEG), set("abs", CF_ABS), set("exp", CF_EXP), set("log", CF_LOG), set("sqrt", CF_SQRT);
-  set("tanh", CF_TANH), set("sigmoid", CF_SIGMOID), set("relu", CF_RELU), set("logical_not", CF_NOT);
-  set("clamp", CF_CLAMP);
-  set("cast", CF_CAST), set("add", CF_ADD), set("sub", CF_SUB), set("mul", CF_MUL), set("div", CF_DIV);
-  set("pow", CF_POW), set("maximum", CF_MAXIMUM), set("minimum", CF_MINIMUM), set("eq", CF_EQ), set("ne", CF_NE);
-  set("lt", CF_LT), set("le", CF_LE), set("gt", CF_GT), set("ge", CF_GE), set("logical_and", CF_AND);
-  set("logical_or", CF_OR), set("where", CF_WHERE);
-  set("sum", CF_SUM), set("mean", CF_MEAN), set("max", CF_MAX), set("argmax", CF_ARGMAX);
-  return a;
-}();
-
-constexpr bool runs_elementwise(OpFamily f) {
-  return f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::where || f == OpFamily::cast;
-}
+// (kCodes, the op codes by OpId, and runs_elementwise are in elementwise_codes.hpp, which the build-time tool that
+// specializes the elementwise modules reads too.)
 constexpr bool has_code_if_elementwise(const OpDef& op) {
   return !runs_elementwise(op.family) || kCodes[size_t(&op - kOpTable.data())] != 0;
 }
 // Note [Coverage checks that name the op] (op_table.hpp): a compile error here names an op that needs a code in
-// shaders/op_codes.h, a case in elementwise.comp and a line in kCodes above.
+// shaders/op_codes.h, a case in elementwise.comp and a line in kCodes (elementwise_codes.hpp).
 template <auto Name, bool has_code>
 struct vulkan_op_code_for {
   static_assert(has_code, "kernels/vulkan: an op of an elementwise family has no op code (shaders/op_codes.h, "
