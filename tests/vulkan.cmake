@@ -12,7 +12,8 @@ endif()
 add_library(suite_vulkan_backend OBJECT ${CMAKE_CURRENT_LIST_DIR}/vulkan_backend_test.cpp)
 target_link_libraries(suite_vulkan_backend PUBLIC crossfire_test_support GTest::gtest PRIVATE crossfire_warnings)
 # Whether the build wrote specialized SPIR-V modules (kernels/vulkan/CMakeLists.txt, with spirv-opt).
-target_compile_definitions(suite_vulkan_backend PRIVATE CROSSFIRE_SPECIALIZED_SPIRV=$<BOOL:${CROSSFIRE_SPIRV_OPT}>)
+target_compile_definitions(suite_vulkan_backend PRIVATE
+                           CROSSFIRE_SPECIALIZED_SPIRV=$<BOOL:${CROSSFIRE_VULKAN_SPECIALIZED_SPIRV}>)
 # One label only (CMake 3.25's gtest_discover_tests flattens list-valued LABELS).
 crossfire_test_binary(test_vulkan_backend suite_vulkan_backend vulkan vulkan vulkan 120)
 # The same tests in one process with the validation layer on: it must report nothing.
