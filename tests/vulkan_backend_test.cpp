@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -400,13 +401,6 @@ Tensor pattern_tensor(DType dt, IntList shape, std::mt19937& rng, Device d) {
   return from_bytes(bytes, shape, dt, d);
 }
 
-OpId op_with_code(int code) {
-  for (size_t i = 0; i < kOpTable.size(); ++i)
-    if (vulkan::runs_elementwise(kOpTable[i].family) && vulkan::kCodes[i] == code) return OpId(i);
-  ADD_FAILURE() << "no elementwise op has code " << code;
-  return OpId(0);
-}
-
 // Every pipeline the elementwise kernel can create has its specialized module in the build (the list and the
 // kernel's own spec come from one table, elementwise_codes.hpp; this holds the build to writing them all).
 TEST(VulkanSpecialized, EveryElementwisePipelineHasItsModule) {
@@ -414,8 +408,11 @@ TEST(VulkanSpecialized, EveryElementwisePipelineHasItsModule) {
   GTEST_SKIP() << "this build has no specialized modules (no spirv-opt, or CROSSFIRE_VULKAN_SPECIALIZE=OFF)";
 #endif
   for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
-    const std::string name = fmt::format("elementwise_{}-{}_{}_{}", s.code, s.code, int(s.in), int(s.out));
-    EXPECT_FALSE(vulkan::embedded_spirv(name).empty()) << "no specialized module " << name;
+    const std::array<int32_t, 3> spec{s.code, int32_t(s.in), int32_t(s.out)};  // elementwise_kernel's constants
+    std::string name;
+    EXPECT_FALSE(vulkan::embedded_spirv(vulkan::specialized_name(fmt::format("elementwise_{}", s.code), spec, name))
+                     .empty())
+        << "no specialized module " << name;
   }
 }
 
@@ -436,7 +433,7 @@ TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
   std::mt19937 rng(20261206);
   size_t checked = 0;
   for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
-    const OpId id = op_with_code(s.code);
+    const OpId id = s.op;
     const OpDef& op = kOpTable[id];
     const std::string what = fmt::format("{} {} -> {}", op.name, dtype_name(s.in), dtype_name(s.out));
     std::vector<Tensor> inputs;

@@ -38,8 +38,9 @@ inline constexpr auto kCodes = [] {
 }();
 
 // One pipeline of the elementwise kernel: the op's code (its module, elementwise_<code>) and the dtypes of its value
-// inputs and of its output, the module's specialization constants 0, 1 and 2 (elementwise_kernel).
+// inputs and of its output, the module's specialization constants 0, 1 and 2 (elementwise_kernel); and the op.
 struct ElementwiseSpec {
+  OpId op = 0;
   int code = 0;
   DType in = DType::f32;
   DType out = DType::f32;
@@ -58,12 +59,12 @@ constexpr void for_each_elementwise_spec(Emit&& emit) {
     for (DType in : kAllDTypes) {
       if (!value.dtypes.contains(in)) continue;
       if (from < 0) {
-        emit(ElementwiseSpec{kCodes[i], in, DType::boolean});
+        emit(ElementwiseSpec{OpId(i), kCodes[i], in, DType::boolean});
       } else if (op.params[size_t(from)].role == ParamRole::dtype_attr) {
         for (DType out : kAllDTypes)
-          if (op.params[size_t(from)].dtypes.contains(out)) emit(ElementwiseSpec{kCodes[i], in, out});
+          if (op.params[size_t(from)].dtypes.contains(out)) emit(ElementwiseSpec{OpId(i), kCodes[i], in, out});
       } else {
-        emit(ElementwiseSpec{kCodes[i], in, in});
+        emit(ElementwiseSpec{OpId(i), kCodes[i], in, in});
       }
     }
   }

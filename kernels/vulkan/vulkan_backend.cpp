@@ -456,14 +456,11 @@ void Context::fill(Allocation& dst, uint32_t pattern, std::string_view op) {
 // build without spirv-opt) is created from the generic module and its constants, as before; the two give the same
 // kernel (VulkanSpecialized.EveryElementwisePipelineMatchesItsGenericModule holds them to each other bit for bit,
 // and the tests run under the validation layers, which check each module as it is created).
-namespace {
-// A specialized module's name, `<module>-<c0>_<c1>_...` (specialize_spirv.cmake), in buf.
 std::string_view specialized_name(std::string_view module, std::span<const int32_t> spec, std::string& buf) {
   buf.assign(module);
   for (size_t i = 0; i < spec.size(); ++i) fmt::format_to(std::back_inserter(buf), "{}{}", i == 0 ? '-' : '_', spec[i]);
   return buf;
 }
-}  // namespace
 
 VkShaderModule Context::shader_module(std::string_view name, std::span<const uint32_t> code, std::string_view op) {
   if (auto it = modules_.find(std::string(name)); it != modules_.end()) return it->second;

@@ -281,5 +281,8 @@ void register_kernels(VulkanBackend& b);
 
 // The SPIR-V of an embedded module (generated vulkan_shaders.cpp); empty when there is no such module.
 std::span<const uint32_t> embedded_spirv(std::string_view name);
+// The name under which the build embeds `module` specialized with `spec` (Note [Specialized SPIR-V] in
+// vulkan_backend.cpp, and specialize_spirv.cmake, which writes it): `<module>-<c0>_<c1>_...`, in buf.
+std::string_view specialized_name(std::string_view module, std::span<const int32_t> spec, std::string& buf);
 
 }  // namespace crossfire::vulkan
