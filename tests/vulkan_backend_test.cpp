@@ -8,15 +8,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "crossfire/crossfire.hpp"
 #include "reference/reference.hpp"
 #include "support/backend_under_test.hpp"
-#include "elementwise_codes.hpp"
+#include "pipeline_specs.hpp"
 #include "vulkan_backend.hpp"
 
 namespace crossfire::testing {
@@ -119,6 +122,8 @@ TEST(VulkanMemory, TensorFreedWhilePendingIsKeptUntilTheBatchCompletes) {
   backend(BackendKind::vulkan).synchronize();
   std::vector<float> v(1 << 16);
   for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 1000);
+  // Each pipeline's first dispatch is waited for at once (Note [Idle before exit]): create them first.
+  (void)exp(neg(vec(v, d))).to_f32();
   const uint64_t deferred0 = vkb().pool_stats(d.index).deferred_frees;
   Tensor y;
   {
@@ -375,6 +380,36 @@ TEST(VulkanAccuracy, ReductionsAndMatmulAtSize) {
   expect_within_reference(ids::matmul_id, sargs, call(ids::matmul_id, sargs));
 }
 
+// ---- exit (Note [Idle before exit] in vulkan_backend.cpp) ------------------------------------------------------------
+
+// A process that submits work for new pipelines and exits without waiting for it exits cleanly: lavapipe compiles
+// a pipeline's shader on its queue thread when its first dispatch runs, and a compile still going when exit() ran
+// LLVM's destructors crashed the process after all its work was done (SIGSEGV, SIGABRT "pure virtual method
+// called", or a hang). The child (a fresh process: gtest's threadsafe death-test style re-runs this binary) runs
+// and reads a few ops, then runs a dozen ops it has not run yet, submits them unread and exits at once; five times.
+// (Without the wait for a new pipeline's first dispatch it hung in exit, or crashed, every time on a Zen 3 VM.)
+TEST(VulkanExit, ExitRightAfterSubmittingNewPipelines) {
+  REQUIRE_VULKAN(d);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto submit_and_exit = [&] {
+    const Tensor x = vec(f32s({0.5f, -1.f, 2.f, 3.f}), d);
+    const Tensor y = vec(f32s({1.f, 2.f, -3.f, 4.f}), d);
+    (void)cast(where(gt(x, y), x, y), DType::i32).to_host_bytes();  // some compiles done and waited for
+    const std::vector<Tensor> keep{neg(x),    abs(x),    exp(x),    log(x),         sqrt(x),        tanh(x),
+                                   sigmoid(x), relu(x),  add(x, y), sub(x, y),      mul(x, y),      div(x, y),
+                                   maximum(x, y), minimum(x, y)};
+    vulkan::Context& c = vkb().context(d.index);
+    {
+      std::lock_guard l(c.mu);
+      c.flush("test");  // submitted, not waited for
+    }
+    alarm(10);  // an exit that hangs is killed by SIGALRM (and fails the expectation) instead of hanging the test
+    std::exit(0);
+  };
+  for (int round = 0; round < 5; ++round)
+    EXPECT_EXIT(submit_and_exit(), ::testing::ExitedWithCode(0), "") << "round " << round;
+}
+
 // Must stay last in this file: with CROSSFIRE_VULKAN_VALIDATION=1 everything above ran under the validation layer.
 TEST(VulkanValidation, LayerReportedNothing) {
   REQUIRE_VULKAN(d);
@@ -401,19 +436,24 @@ Tensor pattern_tensor(DType dt, IntList shape, std::mt19937& rng, Device d) {
   return from_bytes(bytes, shape, dt, d);
 }
 
-// Every pipeline the elementwise kernel can create has its specialized module in the build (the list and the
-// kernel's own spec come from one table, elementwise_codes.hpp; this holds the build to writing them all).
-TEST(VulkanSpecialized, EveryElementwisePipelineHasItsModule) {
+// Every pipeline with constants that the kernels can create has its specialized module in the build (the build's
+// list comes from the same enumeration, pipeline_specs.hpp; this holds the build to writing them all, under the name
+// the backend looks up).
+TEST(VulkanSpecialized, EveryListedPipelineHasItsModule) {
 #if !CROSSFIRE_SPECIALIZED_SPIRV
   GTEST_SKIP() << "this build has no specialized modules (no spirv-opt, or CROSSFIRE_VULKAN_SPECIALIZE=OFF)";
 #endif
-  for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
-    const std::array<int32_t, 3> spec{s.code, int32_t(s.in), int32_t(s.out)};  // elementwise_kernel's constants
+  size_t listed = 0;
+  vulkan::for_each_pipeline_spec([&](const vulkan::PipelineSpec& s) {
     std::string name;
-    EXPECT_FALSE(vulkan::embedded_spirv(vulkan::specialized_name(fmt::format("elementwise_{}", s.code), spec, name))
+    EXPECT_FALSE(vulkan::embedded_spirv(vulkan::specialized_name(
+                                            s.module, std::span<const int32_t>(s.constants.data(), size_t(s.count)),
+                                            name))
                      .empty())
         << "no specialized module " << name;
-  }
+    ++listed;
+  });
+  EXPECT_GT(listed, vulkan::kElementwiseSpecs.size());
 }
 
 // A pipeline from its specialized module computes, bit for bit, what the generic module with the same constants
@@ -457,7 +497,9 @@ TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
     use_specialized(false);
     const std::vector<uint8_t> generic = call(id, args).to_host_bytes();
     use_specialized(true);
+    const size_t generic_before = c.generic_pipelines;
     const Tensor out = call(id, args);
+    EXPECT_EQ(c.generic_pipelines, generic_before) << what << ": no specialized module for its pipeline";
     ASSERT_EQ(out.dtype(), s.out) << what;
     const std::vector<uint8_t> specialized = out.to_host_bytes();
     ASSERT_EQ(specialized.size(), generic.size()) << what;
@@ -469,6 +511,87 @@ TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
   use_specialized(true);
   EXPECT_EQ(checked, vulkan::kElementwiseSpecs.size());
   EXPECT_GT(checked, size_t(100));
+}
+
+// The same for every other kernel with constants: the reductions (each op and dtype, rows short enough for one
+// invocation each and long enough for a workgroup each), softmax (both), rand and randn, arange's shader and the
+// data movement (gather, cat, index_select with both index dtypes, unfold) in every dtype its op takes. Each runs from its generic
+// module and from its specialized one and the outputs' bytes are compared; and no pipeline with constants that
+// this process created from the start (every test above included) lacked a specialized module.
+TEST(VulkanSpecialized, EveryOtherKernelMatchesItsGenericModule) {
+#if !CROSSFIRE_SPECIALIZED_SPIRV
+  GTEST_SKIP() << "this build has no specialized modules (no spirv-opt, or CROSSFIRE_VULKAN_SPECIALIZE=OFF)";
+#endif
+  REQUIRE_VULKAN(d);
+  vulkan::Context& c = vkb().context(d.index);
+  auto use_specialized = [&](bool on) {
+    std::lock_guard l(c.mu);
+    c.use_specialized = on;
+  };
+  size_t checked = 0;
+  auto both_ways = [&](const std::string& what, const std::function<Tensor()>& run) {
+    use_specialized(false);
+    const std::vector<uint8_t> generic = run().to_host_bytes();
+    use_specialized(true);
+    const std::vector<uint8_t> specialized = run().to_host_bytes();
+    ASSERT_EQ(specialized.size(), generic.size()) << what;
+    const auto [a, b] = std::mismatch(specialized.begin(), specialized.end(), generic.begin());
+    EXPECT_TRUE(a == specialized.end()) << what << ": byte " << (a - specialized.begin()) << " of the output is "
+                                        << int(*a) << " from the specialized module, " << int(*b) << " from the generic";
+    ++checked;
+  };
+  std::mt19937 rng(20261207);
+  // Values a reduction can sum without overflowing to the same infinity both ways: floats in [-4, 4), integers of
+  // any bits (they wrap alike), bools 0 or 1.
+  auto values = [&](DType dt, int64_t rows, int64_t cols) {
+    if (dt != DType::f32) return pattern_tensor(dt, {rows, cols}, rng, d);
+    std::uniform_real_distribution<float> u(-4.f, 4.f);
+    std::vector<float> v(size_t(rows * cols));
+    for (float& x : v) x = u(rng);
+    return from_data(std::span<const float>(v), {rows, cols}, d);
+  };
+  const std::array<std::array<int64_t, 2>, 2> shapes{{{6, 10}, {3, 2000}}};  // a row per invocation; per workgroup
+  for (OpId id : {ids::sum_id, ids::mean_id, ids::max_id, ids::argmax_id})
+    for (DType dt : kAllDTypes) {
+      if (!kOpTable[id].params[0].dtypes.contains(dt) || is_half(dt)) continue;
+      for (const auto& [rows, cols] : shapes) {
+        const Tensor x = values(dt, rows, cols);
+        const std::string what = fmt::format("{} of {} [{}, {}]", kOpTable[id].name, dtype_name(dt), rows, cols);
+        both_ways(what, [&] { return call(id, ArgPack().of(x).optional_integer(true, 1).flag(false)); });
+      }
+    }
+  for (const auto& [rows, cols] : shapes) {
+    const Tensor x = values(DType::f32, rows, cols);
+    both_ways(fmt::format("softmax [{}, {}]", rows, cols), [&] { return softmax(x, 1); });
+  }
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    both_ways(fmt::format("rand {}", dtype_name(dt)), [&] { return rand({1001}, 77, d, dt); });
+    both_ways(fmt::format("randn {}", dtype_name(dt)), [&] { return randn({1001}, 78, d, dt); });
+  }
+  for (DType dt : {DType::f32, DType::i32})
+    both_ways(fmt::format("arange {}", dtype_name(dt)), [&] { return arange(-3, 90, 0.7, dt, d); });
+  const std::vector<int32_t> i32_index{4, 0, 2, 2, 3};
+  const std::vector<int64_t> i64_index{1, 4, 4, 0};
+  const Tensor idx32 = from_data(std::span<const int32_t>(i32_index), {5}, d);
+  const Tensor idx64 = from_data(std::span<const int64_t>(i64_index), {4}, d);
+  for (DType dt : kAllDTypes) {
+    const Tensor x = pattern_tensor(dt, {5, 7}, rng, d);
+    const Tensor img = pattern_tensor(dt, {1, 2, 5, 6}, rng, d);
+    const std::string name(dtype_name(dt));
+    both_ways("permute " + name, [&] { return permute(x, {1, 0}); });
+    both_ways("cat " + name, [&] {
+      const std::array<Tensor, 2> parts{x, x};
+      return cat(parts, 1);
+    });
+    both_ways("index_select, i32 index, " + name, [&] { return index_select(x, 0, idx32); });
+    both_ways("index_select, i64 index, " + name, [&] { return index_select(x, 0, idx64); });
+    if (kOpTable[ids::unfold_id].params[0].dtypes.contains(dt))
+      both_ways("unfold " + name, [&] { return unfold(img, {2, 3}, {1, 2}, {1, 0}); });
+  }
+  EXPECT_GT(checked, size_t(50));
+  EXPECT_EQ(c.generic_pipelines, 0u) << "pipelines with constants this process created from a generic module "
+                                        "although specialized modules were on: the build listed none for them "
+                                        "(kernels/vulkan/pipeline_specs.hpp)";
 }
 
 }  // namespace

@@ -1,22 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # Writes one module's specialized SPIR-V (Note [Specialized SPIR-V] in vulkan_backend.cpp): for each line of LIST
-# that names MODULE ("<module> <c0>,<c1>,..."), SPV_DIR/<module>-<c0>_<c1>_....spv, the module with constant_id i set
-# to c<i>, frozen, folded and the code it rules out removed (spirv-opt). NAMES gets the written modules' names.
+# that names MODULE ("<module> <suffix> 0:<value> 1:<value> ...", tools/spirv_specializations.cpp),
+# SPV_DIR/<module>-<suffix>.spv, the module with constant_id i set to its value, frozen, folded and the code it
+# rules out removed (spirv-opt). NAMES gets the written modules' names (none for a module without constants).
 # cmake -DSPIRV_OPT=<spirv-opt> -DLIST=<file> -DMODULE=<name> -DSPV_DIR=<dir> -DNAMES=<file> -P specialize_spirv.cmake
 file(STRINGS ${LIST} lines REGEX "^${MODULE} ")
 set(names "")
 foreach(line IN LISTS lines)
   string(REPLACE " " ";" parts "${line}")
-  list(GET parts 1 constants)
-  string(REPLACE "," ";" constants "${constants}")
-  set(values "")
-  set(id 0)
-  foreach(c IN LISTS constants)
-    string(APPEND values " ${id}:${c}")
-    math(EXPR id "${id} + 1")
-  endforeach()
-  string(STRIP "${values}" values)
-  list(JOIN constants "_" suffix)
+  list(POP_FRONT parts module suffix)
+  list(JOIN parts " " values)
   set(name "${MODULE}-${suffix}")
   execute_process(
     COMMAND ${SPIRV_OPT} --set-spec-const-default-value "${values}" --freeze-spec-const --fold-spec-const-op-composite

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include <unistd.h>
 
@@ -190,6 +191,41 @@ void Pool::free(const Chunk& c) {
   --ctx_.stats.chunks_live;
   free_[c.size].push_back(c);
 }
+
+// Note [Idle before exit]
+// crossfire never destroys its backends (the registry lives as long as the process), so a process can exit with
+// Vulkan work submitted and not waited for. lavapipe runs a submission on its own queue thread, JIT-compiling
+// shader variants as it goes, while exit() runs the static destructors of the libraries under it (LLVM's, the
+// validation layer's): seen as a SIGSEGV in llvm::RuntimeDyldELF::registerEHFrames on lavapipe's queue thread after
+// every test of the process had passed (the properties harness, RapidCheck seed 2373511941085924274, on a Zen 3 VM).
+// Two things keep it from happening:
+// - lavapipe JIT-compiles a pipeline's shader on its queue thread when the pipeline's first dispatch runs, and the
+//   compile builds LLVM's function-local statics, whose destructors exit() then runs first, even while the compile
+//   goes on. So a new pipeline's first dispatch is submitted and waited for at once (Context::dispatch): every
+//   compile ends before the crossfire call that caused it returns. (Once per pipeline: a few hundred per process,
+//   against the compile's milliseconds.)
+// - An exit handler waits for each open device of each live backend to go idle, so that what is left in flight
+//   runs out before the driver's own destructors. exit() runs handlers in the reverse order of their registration,
+//   so it is registered when the first device opens (after the driver was loaded) and again after each batch that
+//   ran a new pipeline completes (Context::retire_completed), after what that compile registered. (Running it
+//   twice is harmless.) A device whose mutex another thread holds at exit is left alone: its queue is not ours.
+namespace {
+std::mutex& live_backends_mu() {
+  static auto* m = new std::mutex;  // (never destroyed: the exit handler may run after static destructors began)
+  return *m;
+}
+std::vector<VulkanBackend*>& live_backends() {
+  static auto* v = new std::vector<VulkanBackend*>;
+  return *v;
+}
+void idle_at_exit() {
+  std::lock_guard l(live_backends_mu());
+  for (VulkanBackend* b : live_backends()) b->wait_idle_at_exit();
+}
+void register_idle_at_exit() {
+  if (std::atexit(idle_at_exit) != 0) fmt::print(stderr, "crossfire: vulkan: could not register the exit handler\n");
+}
+}  // namespace
 
 // =====================================================================================================================
 // Context
@@ -449,13 +485,15 @@ void Context::fill(Allocation& dst, uint32_t pattern, std::string_view op) {
 // lavapipe lowers a module's whole code before the specialization constants let it drop what a pipeline does not
 // use, and an elementwise module holds its op for every dtype (f32, i32, bool, the two halves, i64 as two words):
 // ~50 KB of SPIR-V, 10-20 ms to create each pipeline, of which a 10 s campaign on cpu:0, cpu:1 and vulkan:0 creates
-// ~140 (2.3-2.9 s of its 10, docs/benchmarks.md). So the build also writes, for each pipeline the elementwise kernel
-// can create (kElementwiseSpecs in elementwise_codes.hpp, from the op table), its module with the constants set,
+// ~140 (2.3-2.9 s of its 10, docs/benchmarks.md); reduce's, with four ops for four dtypes and both row strategies,
+// took ~10 ms each. So the build also writes, for each pipeline with specialization constants that the kernels can
+// create (for_each_pipeline_spec in pipeline_specs.hpp, from the op table), its module with the constants set,
 // frozen and folded and the code they rule out removed (spirv-opt; kernels/vulkan/specialize_spirv.cmake), named
-// `<module>-<c0>_<c1>_<c2>`: 3-9 KB, ~2-5 ms a pipeline. A pipeline with no such module (another kernel, or a
-// build without spirv-opt) is created from the generic module and its constants, as before; the two give the same
-// kernel (VulkanSpecialized.EveryElementwisePipelineMatchesItsGenericModule holds them to each other bit for bit,
-// and the tests run under the validation layers, which check each module as it is created).
+// `<module>-<c0>_<c1>_...`: an elementwise one is 3-9 KB, ~2-5 ms a pipeline. A pipeline with no such module (a
+// build without spirv-opt) is created from the generic module and its constants, as before, and counted in
+// Context::generic_pipelines; the two give the same kernel (the VulkanSpecialized tests hold them to each other bit
+// for bit and the count to zero, and the tests run under the validation layers, which check each module as it is
+// created).
 std::string_view specialized_name(std::string_view module, std::span<const int32_t> spec, std::string& buf) {
   buf.assign(module);
   for (size_t i = 0; i < spec.size(); ++i) fmt::format_to(std::back_inserter(buf), "{}{}", i == 0 ? '-' : '_', spec[i]);
@@ -498,6 +536,7 @@ VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> s
     if (code.empty())
       throw BackendFailure(std::string(op), device, fmt::format("no embedded SPIR-V module `{}`", module));
     sm = shader_module(module, code, op);
+    if (use_specialized && !spec.empty()) ++generic_pipelines;
   }
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (size_t i = 0; i < spec.size(); ++i) entries[i] = {uint32_t(i), uint32_t(i * 4), 4};
@@ -514,6 +553,7 @@ VkPipeline Context::pipeline(std::string_view module, std::span<const int32_t> s
   VkResult r = vk.vkCreateComputePipelines(dev, pipeline_cache_, 1, &ci, nullptr, &p);
   if (r != VK_SUCCESS) fail(op, fmt::format("vkCreateComputePipelines for shader `{}`", module), r);
   pipelines_.emplace(key, p);
+  await_new_pipeline_ = true;
   save_pipeline_cache();
   return p;
 }
@@ -657,7 +697,13 @@ void Context::dispatch(VkPipeline p, std::span<Allocation* const> bufs, const vo
   for (size_t i = 1; i < bufs.size(); ++i)
     if (bufs[i]) use(*bufs[i], false);
   use(*bufs[0], true);
-  if (++b.commands >= kBatchDispatches) flush(op);
+  if (await_new_pipeline_) {  // its first dispatch: wait while lavapipe compiles it (Note [Idle before exit])
+    await_new_pipeline_ = false;
+    b.ran_new_pipeline = true;
+    synchronize(op);
+  } else if (++b.commands >= kBatchDispatches) {
+    flush(op);
+  }
 }
 
 void Context::flush(std::string_view op) {
@@ -687,6 +733,7 @@ void Context::flush(std::string_view op) {
 void Context::recycle(Batch& b) {
   for (const Chunk& c : b.deferred) pool_->free(c);
   b.deferred.clear();
+  b.ran_new_pipeline = false;
   for (const Chunk& c : b.staging) staging_pool_->free(c);
   b.staging.clear();
   for (VkDescriptorPool p : b.pools) vk.vkResetDescriptorPool(dev, p, 0);
@@ -709,6 +756,7 @@ void Context::retire_completed(bool block_on_oldest, std::string_view op) {
     if (r == VK_TIMEOUT) fail(op, "waiting for a batch (timed out after 120 s)", r);
     if (r != VK_SUCCESS) fail(op, "waiting for a batch", r);
     completed_ = b.serial;
+    if (b.ran_new_pipeline) register_idle_at_exit();  // after what its JIT compile registered (Note [Idle ...])
     recycle(b);
     spare_.push_back(std::move(in_flight_.front()));
     in_flight_.pop_front();
@@ -883,7 +931,21 @@ void VulkanBackend::discover() {
   }
 }
 
+void VulkanBackend::wait_idle_at_exit() {
+  std::unique_lock cl(contexts_mu_, std::try_to_lock);
+  if (!cl.owns_lock()) return;
+  for (auto& c : contexts_) {
+    if (!c || !c->dev) continue;
+    std::unique_lock l(c->mu, std::try_to_lock);
+    if (l.owns_lock()) vk.vkDeviceWaitIdle(c->dev);
+  }
+}
+
 VulkanBackend::~VulkanBackend() {
+  {
+    std::lock_guard l(live_backends_mu());
+    std::erase(live_backends(), this);
+  }
   contexts_.clear();
   if (messenger_) vk.vkDestroyDebugUtilsMessengerEXT(instance, messenger_, nullptr);
   if (instance) vk.vkDestroyInstance(instance, nullptr);
@@ -899,7 +961,15 @@ Context& VulkanBackend::context(int index) {
   init();
   std::lock_guard l(contexts_mu_);
   auto& c = contexts_.at(size_t(index));
-  if (!c) c = std::make_unique<Context>(*this, index, physical_[size_t(index)]);
+  if (!c) {
+    c = std::make_unique<Context>(*this, index, physical_[size_t(index)]);
+    if (!registered_at_exit_) {  // Note [Idle before exit]
+      registered_at_exit_ = true;
+      register_idle_at_exit();
+      std::lock_guard ll(live_backends_mu());
+      live_backends().push_back(this);
+    }
+  }
   return *c;
 }
 

@@ -167,6 +167,9 @@ class Context {
   bool fail_next_pipeline = false;  // test hook: the next pipeline creation fails
   // Pipelines from the build's specialized modules where there is one (kSpecializedEnv; tests switch it).
   bool use_specialized = true;
+  // Pipelines with constants created from their generic module while use_specialized was on: a pipeline the build
+  // listed no specialized module for (pipeline_specs.hpp; the tests hold it at zero where the build has them).
+  size_t generic_pipelines = 0;
 
  private:
   struct Batch {
@@ -179,6 +182,7 @@ class Context {
     uint32_t commands = 0;
     std::vector<Chunk> deferred;        // device chunks freed while this batch was pending
     std::vector<Chunk> staging;         // staging chunks this batch reads or writes
+    bool ran_new_pipeline = false;      // the first dispatch of a new pipeline (Note [Idle before exit])
   };
   Batch& recording(std::string_view op);   // the batch being recorded, begun if needed
   void retire_completed(bool block_on_oldest, std::string_view op);
@@ -202,6 +206,7 @@ class Context {
   std::deque<std::unique_ptr<Batch>> in_flight_;
   std::vector<std::unique_ptr<Batch>> spare_;
   uint64_t serial_ = 1;     // serial of the batch being recorded (or the next one)
+  bool await_new_pipeline_ = false;  // a pipeline was created: wait for its first dispatch (Note [Idle before exit])
   uint64_t completed_ = 0;  // every batch <= this has completed
   uint32_t epoch_ = 1;      // bumps at every barrier and every new batch
   bool lost_ = false;
@@ -223,6 +228,9 @@ class VulkanBackend final : public Backend {
     return int(physical_.size());
   }
   DeviceInfo device_info(int index) const override;
+  // Waits for every device this backend opened to go idle, skipping one another thread is using (called at exit:
+  // Note [Idle before exit] in vulkan_backend.cpp).
+  void wait_idle_at_exit();
   // Workgroups of 64 and 256 invocations; the reductions' and softmax's one-workgroup-per-row thresholds (64 and
   // 1,024 elements, 8,192 rows); conv2d's passes of 16,384 terms; llvmpipe's loop limiter (65,535 iterations, and
   // a third of it for a kernel that walks a row three times); the longest row a CPU-type device walks (2^22).
@@ -268,6 +276,7 @@ class VulkanBackend final : public Backend {
   std::vector<DeviceInfo> infos_;
   std::vector<std::unique_ptr<Context>> contexts_;
   std::mutex contexts_mu_;
+  bool registered_at_exit_ = false;  // (under contexts_mu_) Note [Idle before exit] in vulkan_backend.cpp
   std::atomic<uint64_t> validation_count_{0};
   mutable std::mutex log_mu_;
   std::vector<std::string> log_;

@@ -13,7 +13,7 @@
 
 #include "crossfire/error.hpp"
 #include "crossfire/half_bits.hpp"
-#include "elementwise_codes.hpp"
+#include "pipeline_specs.hpp"
 #include "vulkan_backend.hpp"
 
 namespace crossfire::vulkan {
@@ -58,11 +58,7 @@ void check_row_length(const KernelCall& call, int64_t len) {
                                   len, kMaxGroupRow));
 }
 
-// A data-movement shader's dtype code: only the width matters (f32 and i32 are both whole words), so they share one
-// pipeline; bool, f16 and bf16 are packed (shaders/packed_main.glsl), i64 is two words an element.
-int32_t packed_code(DType dt) {
-  return dt == DType::boolean || is_half(dt) || dt == DType::i64 ? int32_t(dt) : CF_F32;
-}
+// (packed_code, a data-movement shader's dtype code, is in pipeline_specs.hpp.)
 uint64_t elements_per_word(DType dt) { return dt == DType::boolean ? 4 : is_half(dt) ? 2 : 1; }
 // Invocations for a kernel that writes `out` one whole word per invocation (a bool word holds four elements, an f16
 // or bf16 word two, an i64 element two words), so that no two invocations share a word.
