@@ -436,6 +436,20 @@ Tensor pattern_tensor(DType dt, IntList shape, std::mt19937& rng, Device d) {
   return from_bytes(bytes, shape, dt, d);
 }
 
+void set_specialized(vulkan::Context& c, bool on) {
+  std::lock_guard l(c.mu);
+  c.use_specialized = on;
+}
+
+// The output bytes of one pipeline run from its specialized module and from its generic one are the same.
+void expect_same_bytes(const std::string& what, const std::vector<uint8_t>& specialized,
+                       const std::vector<uint8_t>& generic) {
+  ASSERT_EQ(specialized.size(), generic.size()) << what;
+  const auto [a, b] = std::mismatch(specialized.begin(), specialized.end(), generic.begin());
+  EXPECT_TRUE(a == specialized.end()) << what << ": byte " << (a - specialized.begin()) << " of the output is "
+                                      << int(*a) << " from the specialized module, " << int(*b) << " from the generic";
+}
+
 // Every pipeline with constants that the kernels can create has its specialized module in the build (the build's
 // list comes from the same enumeration, pipeline_specs.hpp; this holds the build to writing them all, under the name
 // the backend looks up).
@@ -466,10 +480,6 @@ TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
 #endif
   REQUIRE_VULKAN(d);
   vulkan::Context& c = vkb().context(d.index);
-  auto use_specialized = [&](bool on) {
-    std::lock_guard l(c.mu);
-    c.use_specialized = on;
-  };
   std::mt19937 rng(20261206);
   size_t checked = 0;
   for (const vulkan::ElementwiseSpec& s : vulkan::kElementwiseSpecs) {
@@ -494,50 +504,38 @@ TEST(VulkanSpecialized, EveryElementwisePipelineMatchesItsGenericModule) {
         FAIL() << what << ": parameter `" << param.name << "` has a role this test does not build";
       }
     }
-    use_specialized(false);
+    set_specialized(c, false);
     const std::vector<uint8_t> generic = call(id, args).to_host_bytes();
-    use_specialized(true);
+    set_specialized(c, true);
     const size_t generic_before = c.generic_pipelines;
     const Tensor out = call(id, args);
     EXPECT_EQ(c.generic_pipelines, generic_before) << what << ": no specialized module for its pipeline";
     ASSERT_EQ(out.dtype(), s.out) << what;
-    const std::vector<uint8_t> specialized = out.to_host_bytes();
-    ASSERT_EQ(specialized.size(), generic.size()) << what;
-    const auto [a, b] = std::mismatch(specialized.begin(), specialized.end(), generic.begin());
-    EXPECT_TRUE(a == specialized.end()) << what << ": byte " << (a - specialized.begin()) << " of the output is "
-                                        << int(*a) << " from the specialized module, " << int(*b) << " from the generic";
+    expect_same_bytes(what, out.to_host_bytes(), generic);
     ++checked;
   }
-  use_specialized(true);
+  set_specialized(c, true);
   EXPECT_EQ(checked, vulkan::kElementwiseSpecs.size());
   EXPECT_GT(checked, size_t(100));
 }
 
 // The same for every other kernel with constants: the reductions (each op and dtype, rows short enough for one
 // invocation each and long enough for a workgroup each), softmax (both), rand and randn, arange's shader and the
-// data movement (gather, cat, index_select with both index dtypes, unfold) in every dtype its op takes. Each runs from its generic
-// module and from its specialized one and the outputs' bytes are compared; and no pipeline with constants that
-// this process created from the start (every test above included) lacked a specialized module.
+// data movement (gather, cat, index_select with both index dtypes, unfold) in every dtype its op takes. Each runs
+// from its generic module and from its specialized one and the outputs' bytes are compared; and no pipeline with
+// constants that this process created from the start (every test above included) lacked a specialized module.
 TEST(VulkanSpecialized, EveryOtherKernelMatchesItsGenericModule) {
 #if !CROSSFIRE_SPECIALIZED_SPIRV
   GTEST_SKIP() << "this build has no specialized modules (no spirv-opt, or CROSSFIRE_VULKAN_SPECIALIZE=OFF)";
 #endif
   REQUIRE_VULKAN(d);
   vulkan::Context& c = vkb().context(d.index);
-  auto use_specialized = [&](bool on) {
-    std::lock_guard l(c.mu);
-    c.use_specialized = on;
-  };
   size_t checked = 0;
   auto both_ways = [&](const std::string& what, const std::function<Tensor()>& run) {
-    use_specialized(false);
+    set_specialized(c, false);
     const std::vector<uint8_t> generic = run().to_host_bytes();
-    use_specialized(true);
-    const std::vector<uint8_t> specialized = run().to_host_bytes();
-    ASSERT_EQ(specialized.size(), generic.size()) << what;
-    const auto [a, b] = std::mismatch(specialized.begin(), specialized.end(), generic.begin());
-    EXPECT_TRUE(a == specialized.end()) << what << ": byte " << (a - specialized.begin()) << " of the output is "
-                                        << int(*a) << " from the specialized module, " << int(*b) << " from the generic";
+    set_specialized(c, true);
+    expect_same_bytes(what, run().to_host_bytes(), generic);
     ++checked;
   };
   std::mt19937 rng(20261207);
