@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
+#include <utility>
 
 #include "crossfire/harness/generate.hpp"
 #include "crossfire/harness/model.hpp"
@@ -145,6 +147,27 @@ TEST(Generator, MismatchesAppearAtEveryKindOfPosition) {
   }
   EXPECT_TRUE(first && later && list_elem && optional && same_backend && cross_backend)
       << first << later << list_elem << optional << same_backend << cross_backend;
+}
+
+// Every ChoiceSource keeps to [lo, hi], both ends included, at the ends of int64 too (where hi + 1 or hi - lo
+// overflows; the RapidCheck one, in properties/, is held to it there).
+TEST(Generator, ChoiceSourcesStayInRangeAtTheEndsOfInt64) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::pair<int64_t, int64_t>> ranges{
+      {kMax - 3, kMax}, {kMin, kMin + 3}, {kMin, kMax}, {kMax - 1, kMax}, {-5, 5}, {kMin, -1}, {0, kMax}};
+  const std::vector<uint8_t> ones(64, 0xff), zeros(64, 0);
+  for (auto [lo, hi] : ranges) {
+    for (uint64_t seed = 1; seed <= 200; ++seed) {
+      PrngChoices c(seed);
+      const int64_t v = c.range(lo, hi);
+      EXPECT_TRUE(v >= lo && v <= hi) << v << " outside [" << lo << ", " << hi << "], seed " << seed;
+    }
+    for (const std::vector<uint8_t>* bytes : {&ones, &zeros}) {
+      ByteChoices c(*bytes);
+      const int64_t v = c.range(lo, hi);
+      EXPECT_TRUE(v >= lo && v <= hi) << v << " outside [" << lo << ", " << hi << "], bytes " << int((*bytes)[0]);
+    }
+  }
 }
 
 TEST(Generator, AnyByteStringGivesAProgramWithoutLooping) {
