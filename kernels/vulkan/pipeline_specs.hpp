@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every pipeline the Vulkan kernels can create that has specialization constants: its generic module and the
-// constants the kernel passes, from the op table. Shared by the kernels (vulkan_kernels.cpp, for the constants that
-// are more than a dtype), the build-time tool that lists the specialized SPIR-V modules to write
+// constants the kernel passes, from the op table. Shared by the kernels (vulkan_kernels.cpp: packed_code), the
+// build-time tool that lists the specialized SPIR-V modules to write
 // (tools/spirv_specializations.cpp) and the tests that hold the build to them (Note [Specialized SPIR-V] in
 // vulkan_backend.cpp).
 #pragma once
@@ -31,22 +31,18 @@ struct PipelineSpec {
 };
 
 // What the enumeration below reads from the op table, read at compile time (so the build-time tool needs no
-// crossfire library): the dtypes each reduction takes (its code, by sum, mean, max, argmax), rand's and randn's
-// dtype attributes, index_select's index dtypes and unfold's input dtypes.
+// crossfire library): the input dtypes of each op of the reduce family that has a reduce.comp code (by OpId; empty
+// for every other op), rand's and randn's dtype attributes, index_select's index dtypes and unfold's input dtypes.
 struct PipelineFacts {
-  std::array<int32_t, 4> reduce_codes{};
-  std::array<DTypeSet, 4> reduce_dtypes{};
+  std::array<DTypeSet, kNumOps> reduce_dtypes{};
   std::array<DTypeSet, 2> rand_dtypes{};  // rand, randn
   DTypeSet index_dtypes{};
   DTypeSet unfold_dtypes{};
 };
 inline constexpr PipelineFacts kPipelineFacts = [] {
   PipelineFacts f;
-  const std::array<OpId, 4> reductions{op_id("sum"), op_id("mean"), op_id("max"), op_id("argmax")};
-  for (size_t i = 0; i < reductions.size(); ++i) {
-    f.reduce_codes[i] = kCodes[size_t(reductions[i])];
-    f.reduce_dtypes[i] = kOpTable[size_t(reductions[i])].params[0].dtypes;
-  }
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (kOpTable[i].family == OpFamily::reduce && kCodes[i] != 0) f.reduce_dtypes[i] = kOpTable[i].params[0].dtypes;
   const std::array<OpId, 2> rands{op_id("rand"), op_id("randn")};
   for (size_t i = 0; i < rands.size(); ++i) {
     const OpDef& op = kOpTable[size_t(rands[i])];
@@ -75,10 +71,10 @@ void for_each_pipeline_spec(Emit&& emit) {
     if (s.code == CF_POW) one("elementwise_" + std::to_string(s.code) + "_f64", c, 0);  // devices with shaderFloat64
   }
   const PipelineFacts& f = kPipelineFacts;
-  for (size_t i = 0; i < f.reduce_codes.size(); ++i)
+  for (size_t i = 0; i < f.reduce_dtypes.size(); ++i)
     for (DType dt : kAllDTypes)
       if (f.reduce_dtypes[i].contains(dt) && !is_half(dt))
-        for (int32_t group : {0, 1}) one("reduce", {f.reduce_codes[i], int32_t(dt), group}, 0b100);
+        for (int32_t group : {0, 1}) one("reduce", {kCodes[i], int32_t(dt), group}, 0b100);
   for (int32_t group : {0, 1}) one("softmax", {group}, 0b1);
   for (int32_t normal : {0, 1})
     for (DType dt : kAllDTypes) {
