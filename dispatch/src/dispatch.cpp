@@ -425,9 +425,9 @@ using detail::validate_generic;
 // always exists, so there is nothing to look up). That is what brings dispatch plus validation near the cost of
 // the kernel call itself (docs/benchmarks.md).
 //
-// The specialisation only ever *accepts* a call. Anything it is not sure of (a failed check, an input carrying
-// autodiff state where the call could record a node or must refuse it, a missing kernel or device, no tensor where
-// one is needed, `to` and `from_data`, which dispatch runs itself) goes to the generic path, which checks
+// The specialisation only ever *accepts* a call. Anything it is not sure of (a failed check, a tracked input of a
+// parameter that forbids one, a missing kernel or device, no tensor where one is needed, `to` and `from_data`,
+// which dispatch runs itself) goes to the generic path, which checks
 // everything again from the start and raises the contract's error in the contract's order. Nothing has happened
 // before the hand-over (no allocation, no counter, no tape), so the fallback cannot be observed, and the two paths
 // cannot disagree about which error a call gets: only the generic one raises before step 5, and step 5 (output_of:
@@ -463,25 +463,43 @@ struct Specialised {
   static constexpr bool kEligible = Id != kTo && Id != kFromData && (op.has_tensor_params() || kDeviceParam >= 0) &&
                                     op.param_with_role(ParamRole::tensor_list) < 0;
 
-  // What the checks have seen so far. `ok` stays true while every check passes and no input carries autodiff
-  // state that the call could record or must refuse (accepts_autodiff_state); a null tensor makes the walk stop at
-  // once (there is nothing to read).
+  // What the checks have seen so far. `ok` stays true while every check passes; a null tensor makes the walk stop
+  // at once (there is nothing to read). `record`: a differentiable input is tracked and grad mode is on
+  // (Note [A tracked call on the fast path]).
   struct Seen {
     const TensorImpl* target = nullptr;  // the first present tensor (Note [Why the first tensor picks the device])
     uint16_t device = 0;
     std::array<int8_t, 4> group{-1, -1, -1, -1};  // dtype groups 1..3
     bool ok = true;
+    bool record = false;
   };
 
   // Whether parameter P may take an input that carries autodiff state without the generic path: only where the
   // call cannot record a node because of it (a `constant` parameter, or a differentiable one under no_grad). A
-  // `forbidden` one raises AutodiffError, and recording is the generic path's work.
+  // `forbidden` one raises AutodiffError. (cat's fast path asks this; every other op's records a node itself:
+  // see_autodiff_state.)
   template <size_t P>
   static bool accepts_autodiff_state() {
     constexpr GradPolicy g = op.params[P].grad;
     if constexpr (g == GradPolicy::forbidden) return false;
     else if constexpr (g == GradPolicy::constant) return true;
     else return !t_grad_enabled;
+  }
+
+  // Note [A tracked call on the fast path]
+  // An input with autodiff state (t->autograd set) is the one place where the fast path reads more than the
+  // tensor's header: what the generic path's check_arguments decides from it, decided the same way. A tracked input
+  // of a `forbidden` parameter goes to the generic path, which raises AutodiffError; a tracked input of a
+  // differentiable one, with grad mode on, makes the call record a node (Checked::record: and only if the op has
+  // a backward rule), recorded by the same record_node after the same allocation and launch (run_recorded). A
+  // tracked add took the whole generic path before (its checks again, the rule, a backend lookup), ~1/3 of its
+  // instructions (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostileCalls compares the
+  // gradients that flow back through either path's node.
+  template <size_t P>
+  [[gnu::always_inline]] static void see_autodiff_state(const AutogradMeta& m, Seen& s) {
+    constexpr GradPolicy g = op.params[P].grad;
+    if constexpr (g == GradPolicy::forbidden) s.ok &= !m.tracked();
+    else if constexpr (g == GradPolicy::differentiable && op.backward != nullptr) s.record |= t_grad_enabled && m.tracked();
   }
 
   template <size_t P>
@@ -497,7 +515,7 @@ struct Specialised {
     s.ok &= t->device.packed() == s.device;  // (&= rather than &&: no branch per check)
     s.ok &= p.dtypes.contains(t->dtype);
     if (t->autograd != nullptr) [[unlikely]]
-      s.ok &= accepts_autodiff_state<P>();
+      see_autodiff_state<P>(*t->autograd, s);
     if constexpr (p.same_dtype_group != 0) {
       int8_t& g = s.group[p.same_dtype_group & 3];
       if (g < 0) g = dt;
@@ -521,15 +539,16 @@ struct Specialised {
     }
   }
 
-  // Whether the call passes steps 1-4 and records no node, and if so the backend to run it on.
+  // Whether the call passes steps 1-4, and if so the backend to run it on and whether it records a node.
   template <size_t... P>
-  static Backend* accept(const ArgPack& args, Device& target, std::index_sequence<P...>) {
+  static Backend* accept(const ArgPack& args, Device& target, bool& record, std::index_sequence<P...>) {
     // && on the count first: arguments past args.count are not constructed and must not be read.
     if (!(args.count == op.num_params && ((args[int(P)].role == op.params[P].role) && ...))) return nullptr;
     if constexpr (op.has_tensor_params()) {
       Seen s;
       if (!(check_param<P>(args, s) && ...) || !s.ok || s.target == nullptr) return nullptr;
       target = s.target->device;
+      record = s.record;
       return s.target->owner;
     } else {
       target = args[kDeviceParam].device;
@@ -538,8 +557,8 @@ struct Specialised {
   }
 
   // The backend and kernel for an accepted call, or nullptr.
-  static Backend* plan(const ArgPack& args, Device& target, KernelFn& kernel) {
-    Backend* b = accept(args, target, std::make_index_sequence<size_t(op.num_params)>());
+  static Backend* plan(const ArgPack& args, Device& target, KernelFn& kernel, bool& record) {
+    Backend* b = accept(args, target, record, std::make_index_sequence<size_t(op.num_params)>());
     if (b == nullptr) [[unlikely]]
       return nullptr;
     kernel = b->kernel(Id);
@@ -563,6 +582,14 @@ struct Specialised {
   }
   [[gnu::always_inline]] static TensorImpl* run(Backend* b, KernelFn kernel, const OutputSpec& spec, const ArgPack& args) {
     return run(b, kernel, spec.device, spec.dtype, spec.shape, args);
+  }
+  // run() for a call that records a node, as the generic path records it (Note [A tracked call on the fast path]).
+  [[gnu::noinline]] static TensorImpl* run_recorded(Backend* b, KernelFn kernel, Device device, DType dtype,
+                                                    const Shape& shape, const ArgPack& args) {
+    Tensor out = Tensor::adopt_new(b->allocate(device, dtype, shape, op.name));
+    b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
+    record_node(Id, args, out);
+    return std::move(out).take();
   }
 
   // The shape of an elementwise call that needs no broadcasting, or nullptr (Note [A rule's common case, in line]).
@@ -657,10 +684,13 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (Backend* b = plan(args, target, kernel)) [[likely]]
+      bool record = false;
+      if (Backend* b = plan(args, target, kernel, record)) [[likely]]
         return output(args, target, [&](Device d, DType dt, const Shape& s) {
           if (!makes_dtype(b, dt)) [[unlikely]]
             return call_generic_raw(Id, args);
+          if (record) [[unlikely]]
+            return run_recorded(b, kernel, d, dt, s, args);
           return run(b, kernel, d, dt, s, args);
         });
     }
@@ -675,7 +705,8 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      if (Backend* b = plan(args, target, kernel)) [[likely]]
+      bool record = false;  // validation records nothing
+      if (Backend* b = plan(args, target, kernel, record)) [[likely]]
         return output(args, target, [&](Device d, DType dt, const Shape& s) {
           if (!makes_dtype(b, dt)) [[unlikely]]
             return validate_generic(Id, args);

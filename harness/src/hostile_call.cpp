@@ -70,7 +70,21 @@ std::unique_ptr<HostileCall> make_hostile_call(ChoiceSource& c, std::span<const 
     std::vector<uint8_t> bytes(size_t(s.numel()) * dtype_size(dt));
     for (auto& b : bytes) b = uint8_t(c.range(0, dt == DType::boolean ? 1 : 255));
     h.tensors.push_back(from_bytes(bytes, s.dims(), dt, devices[size_t(c.range(0, int64_t(devices.size()) - 1))]));
-    if (dt == DType::f32 && c.coin(1, 4)) h.tensors.back().set_requires_grad(true);
+    if (dt == DType::f32 && c.coin(1, 2)) {
+      Tensor& t = h.tensors.back();
+      switch (c.range(0, 2)) {
+        case 0:  // a tracked leaf
+          h.leaves.push_back(t.set_requires_grad(true));
+          break;
+        case 1:  // a tracked result: an op's output, which carries its node
+          h.leaves.push_back(t.set_requires_grad(true));
+          t = neg(t);
+          break;
+        default:  // autodiff state that tracks nothing
+          t.set_requires_grad(false);
+          break;
+      }
+    }
     return h.tensors.back();
   };
 

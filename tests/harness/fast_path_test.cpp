@@ -59,6 +59,20 @@ std::vector<uint64_t> moved(const WorldSnapshot& a, const WorldSnapshot& b) {
   return d;
 }
 
+// Backward from `root` with a seed of ones: each leaf's gradient, or the error.
+Outcome gradients_through(const Tensor& root, std::vector<Tensor>& leaves) {
+  for (Tensor& l : leaves) l.zero_grad();
+  return outcome_of([&] {
+    backward(root, ones(root.shape().dims(), root.dtype(), root.device()));
+    std::string grads;
+    for (const Tensor& l : leaves) {
+      const Tensor g = l.grad();
+      grads += g.defined() ? fmt::format("{} {};", g.str(), fmt::join(g.to_host_bytes(), ",")) : "none;";
+    }
+    return grads;
+  });
+}
+
 std::vector<Device> cpu_devices() {
   std::vector<Device> d;
   for (const Device& x : available_devices())
@@ -69,9 +83,9 @@ std::vector<Device> cpu_devices() {
 TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
   const std::vector<Device> devices = cpu_devices();
   ASSERT_FALSE(devices.empty());
-  constexpr int kCalls = 20000;
-  std::set<OpId> ops_run;
-  int valid = 0, invalid = 0;
+  constexpr int kCalls = 40000;
+  std::set<OpId> ops_run, ops_recorded;
+  int valid = 0, invalid = 0, recorded = 0;
   for (uint64_t seed = 0; seed < kCalls; ++seed) {
     PrngChoices c(seed);
     const std::unique_ptr<HostileCall> h = make_hostile_call(c, devices);
@@ -114,6 +128,15 @@ TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
     ASSERT_EQ(moved(s0, s1), moved(s1, s2)) << "the two paths changed the counters or the tape differently";
     if (run_fast.ok) {
       ASSERT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
+      if (out_fast.tracked()) {
+        // The two nodes must send the same gradient to every leaf (Note [A tracked call on the fast path]).
+        const Outcome back_fast = gradients_through(out_fast, h->leaves);
+        const Outcome back_generic = gradients_through(out_generic, h->leaves);
+        ASSERT_EQ(back_fast, back_generic) << "backward through the specialised path's node says " << back_fast.what
+                                           << "; through the generic path's node " << back_generic.what;
+        ++recorded;
+        ops_recorded.insert(h->id);
+      }
       ++valid;
       ops_run.insert(h->id);
     } else {
@@ -125,7 +148,10 @@ TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
   EXPECT_GT(valid, kCalls / 10);
   EXPECT_GT(invalid, kCalls / 10);
   EXPECT_GE(ops_run.size(), size_t(kNumOps) * 3 / 4) << valid << " valid calls";
-  std::printf("%d valid and %d invalid calls agreed, %zu ops run\n", valid, invalid, ops_run.size());
+  EXPECT_GT(recorded, kCalls / 200) << "calls that recorded a node";
+  EXPECT_GE(ops_recorded.size(), size_t(15)) << "ops that recorded a node";
+  std::printf("%d valid (%d recorded a node, %zu ops) and %d invalid calls agreed, %zu ops run\n", valid, recorded,
+              ops_recorded.size(), invalid, ops_run.size());
 }
 
 // cat is the one op with its own fast path (Note [One walk over cat's list] in dispatch/src/cat_walk.hpp): one
