@@ -36,9 +36,13 @@ class RecycledBlocks {
     if (void* p = take_cached()) return p;
     return ::operator new(Size);
   }
-  static void* take(std::nothrow_t) noexcept {  // nullptr when the heap is exhausted
-    if (void* p = take_cached()) return p;
-    return ::operator new(Size, std::nothrow);
+  // A block from the thread's list, or nullptr when it is empty (the caller allocates Size bytes itself).
+  static void* take_cached() noexcept {
+    if constexpr (kRecycleBlocks) {
+      List& l = list();
+      if (l.count > 0) return l.blocks[--l.count];
+    }
+    return nullptr;
   }
   static void give(void* p) noexcept {
     if constexpr (kRecycleBlocks) {
@@ -53,13 +57,6 @@ class RecycledBlocks {
 
  private:
   static constexpr size_t kDepth = Depth;
-  static void* take_cached() noexcept {
-    if constexpr (kRecycleBlocks) {
-      List& l = list();
-      if (l.count > 0) return l.blocks[--l.count];
-    }
-    return nullptr;
-  }
   struct List {
     void* blocks[kDepth];
     size_t count;

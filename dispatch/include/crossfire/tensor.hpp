@@ -48,9 +48,11 @@ struct TensorImpl {
   void* backend_state = nullptr;  // anything else the owning backend needs (a buffer handle, an offset)
 
   // What a backend's allocate() knows; `data` and `backend_state` are the backend's to fill in.
-  TensorImpl(Device d, DType t, const Shape& s, Backend* o)
-      : device(d), dtype(t), rank(uint8_t(s.rank())), owner(o), shape(s), numel(s.numel()),
-        nbytes(nbytes_of(t, s)) {}
+  TensorImpl(Device d, DType t, const Shape& s, Backend* o) : TensorImpl(d, t, s, o, s.numel()) {}
+  // The same for a backend that sized its block first: `n` is s.numel(), which it has computed already (built in
+  // the block, the header's stores may alias `s`, so the compiler would read the shape and multiply again).
+  TensorImpl(Device d, DType t, const Shape& s, Backend* o, int64_t n)
+      : device(d), dtype(t), rank(uint8_t(s.rank())), owner(o), shape(s), numel(n), nbytes(size_t(n) * dtype_size(t)) {}
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
 
