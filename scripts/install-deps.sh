@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang-14 libclang-rt-14-dev libc++-14-dev libc++abi-14-dev ccache pkg-config zip unzip
   libeigen3-dev libgtest-dev libgmock-dev librapidcheck-dev
-  libbenchmark-dev libbenchmark-tools
+  libbenchmark-dev libbenchmark-tools valgrind
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libvulkan-dev glslc spirv-tools vulkan-tools vulkan-validationlayers mesa-vulkan-drivers
   python3 python3-scipy python3-yaml python3-xmlschema python3-junitparser python3-jsonschema
