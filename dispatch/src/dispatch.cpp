@@ -474,24 +474,14 @@ struct Specialised {
     bool record = false;
   };
 
-  // Whether parameter P may take an input that carries autodiff state without the generic path: only where the
-  // call cannot record a node because of it (a `constant` parameter, or a differentiable one under no_grad). A
-  // `forbidden` one raises AutodiffError. (cat's fast path asks this; every other op's records a node itself:
-  // see_autodiff_state.)
-  template <size_t P>
-  static bool accepts_autodiff_state() {
-    constexpr GradPolicy g = op.params[P].grad;
-    if constexpr (g == GradPolicy::forbidden) return false;
-    else if constexpr (g == GradPolicy::constant) return true;
-    else return !t_grad_enabled;
-  }
-
   // Note [A tracked call on the fast path]
   // An input with autodiff state (t->autograd set) is the one place where the fast path reads more than the
   // tensor's header, and it decides from that state what the generic path's check_arguments decides. A tracked
   // input of a `forbidden` parameter goes to the generic path, which raises AutodiffError. A tracked input of a
   // differentiable one, with grad mode on and a backward rule for the op (Checked::record's three conditions),
   // makes the call record a node, with the same record_node after the same allocation and launch (run_recorded).
+  // cat's walk only says whether some element carries autodiff state (CatWalkResult::meta); when one does, cat_rank
+  // asks the same of each element.
   // A tracked add used to take the whole generic path (its checks again, the rule, a backend lookup): 943
   // instructions under callgrind, now 710 (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostile
   // Calls compares the gradients that flow back through either path's node.
@@ -628,7 +618,7 @@ struct Specialised {
   }
 
   // cat: steps 1-5 in one walk of the list (Note [One walk over cat's list] in cat_walk.hpp). `accepted(backend,
-  // kernel, spec)` gives the result of an accepted call, `otherwise()` that of any other.
+  // kernel, spec, record)` gives the result of an accepted call, `otherwise()` that of any other.
 
   template <int R, class Accepted, class Otherwise>
   static auto cat_rank(const ArgPack& args, int axis, Accepted&& accepted, Otherwise&& otherwise) {
@@ -636,8 +626,14 @@ struct Specialised {
     const detail::CatWalkResult w = detail::cat_walk<R, true>(ts, axis);
     if (w.undefined || w.differs) [[unlikely]]
       return otherwise();
-    if (w.meta != 0 && !accepts_autodiff_state<0>()) [[unlikely]]
-      return otherwise();
+    bool record = false;
+    if (w.meta != 0) [[unlikely]] {  // an element carries autodiff state (Note [A tracked call on the fast path])
+      Seen s;
+      for (const Tensor& t : ts)
+        if (const AutogradMeta* m = t.impl()->autograd) see_autodiff_state<0>(*m, s);
+      if (!s.ok) return otherwise();
+      record = s.record;
+    }
     const TensorImpl* first = ts[0].impl();
     Backend* b = first->owner;
     const KernelFn kernel = b->kernel(Id);
@@ -647,7 +643,7 @@ struct Specialised {
     // (A total over kMaxElements fails this too, and the generic path raises the rule's error for it.)
     if (!spec.shape.within_element_bound()) [[unlikely]]
       return otherwise();  // the generic path raises (Note [The element bound])
-    return accepted(b, kernel, spec);
+    return accepted(b, kernel, spec, record);
   }
 
   template <class Accepted, class Otherwise>
@@ -681,7 +677,12 @@ struct Specialised {
   static TensorImpl* call(const ArgPack& args) {
     if constexpr (kCat) {
       return cat(
-          args, [&](Backend* b, KernelFn kernel, const OutputSpec& spec) { return run(b, kernel, spec, args); },
+          args,
+          [&](Backend* b, KernelFn kernel, const OutputSpec& spec, bool record) {
+            if (record) [[unlikely]]
+              return run_recorded(b, kernel, spec.device, spec.dtype, spec.shape, args);
+            return run(b, kernel, spec, args);
+          },
           [&] { return call_generic_raw(Id, args); });
     } else if constexpr (kEligible) {
       Device target;
@@ -702,7 +703,7 @@ struct Specialised {
   static OutputSpec validate(const ArgPack& args) {
     if constexpr (kCat) {
       return cat(
-          args, [](Backend*, KernelFn, const OutputSpec& spec) { return spec; },
+          args, [](Backend*, KernelFn, const OutputSpec& spec, bool) { return spec; },
           [&] { return validate_generic(Id, args); });
     } else if constexpr (kEligible) {
       Device target;

@@ -158,7 +158,7 @@ TEST(SpecialisedPath, AgreesWithTheGenericPathOnHostileCalls) {
 // walk checks every list element's device, dtype, autodiff state, rank and dims. Every kind of difference, at the
 // first, second and last element, for lists of 1 to 9 tensors of ranks 1 to 4 and every axis (in range or not),
 // must end as the generic path ends it, and as the contract says independently of either path: which error kind,
-// or the output's shape.
+// or the output's shape; and a tracked element must get the same gradient through either path's node.
 TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
   enum class Change { none, along_axis, off_axis, rank, device, dtype, undefined, tracked };
   const std::vector<Device> devices = cpu_devices();
@@ -166,7 +166,7 @@ TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
   const Device d0 = devices[0];
   const bool have_d1 = devices.size() > 1;  // a second CPU device, for a device mismatch
   const Device d1 = have_d1 ? devices[1] : d0;
-  int cases = 0, accepted = 0;
+  int cases = 0, accepted = 0, recorded = 0;
   for (const bool no_grad : {false, true})
     for (int rank = 1; rank <= 4; ++rank)
       for (int n : {1, 2, 3, 8, 9})
@@ -245,13 +245,22 @@ TEST(SpecialisedPath, CatAgreesWithTheGenericPathOnEveryKindOfDifference) {
               ++accepted;
               ASSERT_EQ(out_fast.to_host_bytes(), out_generic.to_host_bytes());
               ASSERT_EQ(out_fast.tracked(), change == Change::tracked && !no_grad);
+              if (out_fast.tracked()) {
+                // Both nodes send the tracked element the same gradient (Note [A tracked call on the fast path]).
+                std::vector<Tensor> leaves{ts[size_t(at)]};
+                const Outcome back_fast = gradients_through(out_fast, leaves);
+                ASSERT_TRUE(back_fast.ok) << back_fast.what;
+                ASSERT_EQ(back_fast, gradients_through(out_generic, leaves));
+                ++recorded;
+              }
               std::vector<int64_t> want = first_dims;
               want[size_t(a)] = total;
               ASSERT_EQ(out_fast.shape(), Shape::checked(want, "cat", "test"));
             }
   EXPECT_GT(accepted, cases / 4);
   EXPECT_GT(cases - accepted, cases / 4);
-  std::printf("%d cat calls agreed, %d of them valid\n", cases, accepted);
+  EXPECT_GT(recorded, 50) << "tracked cat calls whose gradients were compared";
+  std::printf("%d cat calls agreed, %d of them valid, %d recorded a node\n", cases, accepted, recorded);
 }
 
 // A call of creation op `op` (shape, dtype and device attributes, and any others at a fixed value) for `dims`.
