@@ -483,8 +483,23 @@ struct Specialised {
   // cat's walk only says whether some element carries autodiff state (CatWalkResult::meta); when one does, cat_rank
   // asks the same of each element.
   // A tracked add used to take the whole generic path (its checks again, the rule, a backend lookup): 943
-  // instructions under callgrind, now 710 (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostile
+  // instructions under callgrind, now 737 (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostile
   // Calls compares the gradients that flow back through either path's node.
+  //
+  // So that an untracked call pays nothing for this, the walk runs in two modes. call() first walks with
+  // kRecording = false, where an input with autodiff state is accepted only where the call cannot record a node
+  // because of it (accepts_autodiff_state: a `constant` parameter, or a differentiable one under no_grad, which is
+  // inference with trainable weights); anything else it refuses, and call_refused() walks again with kRecording =
+  // true (see_autodiff_state) before it hands the call to the generic path. A tracked add pays for that second
+  // walk and frame (737 instructions against 700 with one walk and a `record` flag), and a raise 55 more (of
+  // ~18,200); the untracked calls have the code they had before (the flag cost them 2-5 instructions).
+  template <size_t P>
+  static bool accepts_autodiff_state() {
+    constexpr GradPolicy g = op.params[P].grad;
+    if constexpr (g == GradPolicy::forbidden) return false;
+    else if constexpr (g == GradPolicy::constant) return true;
+    else return !t_grad_enabled;
+  }
   template <size_t P>
   [[gnu::always_inline]] static void see_autodiff_state(const AutogradMeta& m, Seen& s) {
     constexpr GradPolicy g = op.params[P].grad;
@@ -494,7 +509,7 @@ struct Specialised {
     else if constexpr (g == GradPolicy::differentiable) s.record |= op.backward != nullptr && t_grad_enabled && m.tracked();
   }
 
-  template <size_t P>
+  template <bool kRecording, size_t P>
   static bool check_tensor(const TensorImpl* t, Seen& s) {
     constexpr ParamDef p = op.params[P];
     if (t == nullptr) [[unlikely]]
@@ -506,8 +521,10 @@ struct Specialised {
     const int8_t dt = int8_t(t->dtype);
     s.ok &= t->device.packed() == s.device;  // (&= rather than &&: no branch per check)
     s.ok &= p.dtypes.contains(t->dtype);
-    if (t->autograd != nullptr) [[unlikely]]
-      see_autodiff_state<P>(*t->autograd, s);
+    if (t->autograd != nullptr) [[unlikely]] {
+      if constexpr (kRecording) see_autodiff_state<P>(*t->autograd, s);
+      else s.ok &= accepts_autodiff_state<P>();
+    }
     if constexpr (p.same_dtype_group != 0) {
       int8_t& g = s.group[p.same_dtype_group & 3];
       if (g < 0) g = dt;
@@ -517,28 +534,29 @@ struct Specialised {
   }
 
   // Steps 1-4 for parameter P; false stops the walk.
-  template <size_t P>
+  template <bool kRecording, size_t P>
   static bool check_param(const ArgPack& args, Seen& s) {
     constexpr ParamRole role = op.params[P].role;
     static_assert(role != ParamRole::tensor_list, "an op with a tensor list is not eligible (kEligible)");
     const Arg& a = args[int(P)];
     if constexpr (role == ParamRole::tensor) {
-      return check_tensor<P>(a.tensor->impl(), s);
+      return check_tensor<kRecording, P>(a.tensor->impl(), s);
     } else if constexpr (role == ParamRole::optional_tensor) {
-      return !a.present || check_tensor<P>(a.tensor->impl(), s);
+      return !a.present || check_tensor<kRecording, P>(a.tensor->impl(), s);
     } else {
       return true;
     }
   }
 
-  // Whether the call passes steps 1-4, and if so the backend to run it on and whether it records a node.
-  template <size_t... P>
+  // Whether the call passes steps 1-4, and if so the backend to run it on and (kRecording) whether it records a
+  // node.
+  template <bool kRecording, size_t... P>
   static Backend* accept(const ArgPack& args, Device& target, bool& record, std::index_sequence<P...>) {
     // && on the count first: arguments past args.count are not constructed and must not be read.
     if (!(args.count == op.num_params && ((args[int(P)].role == op.params[P].role) && ...))) return nullptr;
     if constexpr (op.has_tensor_params()) {
       Seen s;
-      if (!(check_param<P>(args, s) && ...) || !s.ok || s.target == nullptr) return nullptr;
+      if (!(check_param<kRecording, P>(args, s) && ...) || !s.ok || s.target == nullptr) return nullptr;
       target = s.target->device;
       record = s.record;
       return s.target->owner;
@@ -549,8 +567,9 @@ struct Specialised {
   }
 
   // The backend and kernel for an accepted call, or nullptr.
+  template <bool kRecording>
   static Backend* plan(const ArgPack& args, Device& target, KernelFn& kernel, bool& record) {
-    Backend* b = accept(args, target, record, std::make_index_sequence<size_t(op.num_params)>());
+    Backend* b = accept<kRecording>(args, target, record, std::make_index_sequence<size_t(op.num_params)>());
     if (b == nullptr) [[unlikely]]
       return nullptr;
     kernel = b->kernel(Id);
@@ -576,10 +595,9 @@ struct Specialised {
     return run(b, kernel, spec.device, spec.dtype, spec.shape, args);
   }
   // run() for a call that records a node, as the generic path records it (Note [A tracked call on the fast path]).
-  [[gnu::noinline]] static TensorImpl* run_recorded(Backend* b, KernelFn kernel, Device device, DType dtype,
-                                                    const Shape& shape, const ArgPack& args) {
-    Tensor out = Tensor::adopt_new(b->allocate(device, dtype, shape, op.name));
-    b->launch(kernel, KernelCall{op, Id, args, *out.impl()});
+  static TensorImpl* run_recorded(Backend* b, KernelFn kernel, Device device, DType dtype,
+                                    const Shape& shape, const ArgPack& args) {
+    Tensor out = Tensor::adopt(run(b, kernel, device, dtype, shape, args));
     record_node(Id, args, out);
     return std::move(out).take();
   }
@@ -687,16 +705,31 @@ struct Specialised {
     } else if constexpr (kEligible) {
       Device target;
       KernelFn kernel;
-      bool record = false;
-      if (Backend* b = plan(args, target, kernel, record)) [[likely]]
+      bool record = false;  // (stays false: this walk refuses a call that would record)
+      if (Backend* b = plan<false>(args, target, kernel, record)) [[likely]]
         return output(args, target, [&](Device d, DType dt, const Shape& s) {
           if (!makes_dtype(b, dt)) [[unlikely]]
             return call_generic_raw(Id, args);
-          if (record) [[unlikely]]
-            return run_recorded(b, kernel, d, dt, s, args);
           return run(b, kernel, d, dt, s, args);
         });
+      return call_refused(args);
     }
+    return call_generic_raw(Id, args);
+  }
+
+  // A call the first walk refused: a tracked one runs here (Note [A tracked call on the fast path]), every other
+  // goes to the generic path. (Both hand-overs are tail calls: the raise of an error still crosses one frame.)
+  [[gnu::noinline]] static TensorImpl* call_refused(const ArgPack& args) {
+    Device target;
+    KernelFn kernel;
+    bool record = false;
+    if (Backend* b = plan<true>(args, target, kernel, record))
+      return output(args, target, [&](Device d, DType dt, const Shape& s) {
+        if (!makes_dtype(b, dt)) [[unlikely]]
+          return call_generic_raw(Id, args);
+        if (record) return run_recorded(b, kernel, d, dt, s, args);
+        return run(b, kernel, d, dt, s, args);
+      });
     return call_generic_raw(Id, args);
   }
 
@@ -709,7 +742,7 @@ struct Specialised {
       Device target;
       KernelFn kernel;
       bool record = false;  // validation records nothing
-      if (Backend* b = plan(args, target, kernel, record)) [[likely]]
+      if (Backend* b = plan<true>(args, target, kernel, record)) [[likely]]
         return output(args, target, [&](Device d, DType dt, const Shape& s) {
           if (!makes_dtype(b, dt)) [[unlikely]]
             return validate_generic(Id, args);
