@@ -7,6 +7,9 @@
 // Device checks come before dtype and shape checks, so the calls built here need only the right parameter roles:
 // a call whose shapes would be invalid must still raise DeviceMismatch first. The no-false-positive half checks
 // that the same calls with every argument on one device never raise DeviceMismatch.
+#include <exception>
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -329,6 +332,98 @@ TEST(DeviceMismatchOffenders, MoreThanTheInlineCapacityAreAllBlamedInOrder) {
       EXPECT_EQ(e.offenders[size_t(i - 1)].device, d);
     }
   }
+}
+
+// A DeviceMismatch or DTypeMismatch found by the generic path is thrown from the caller's own frame (Note [A raise
+// with no crossfire frame] in dispatch.cpp): made as an exception object, returned tagged, thrown by adopt_result().
+// It must behave exactly as a throw expression's exception would, through every way in: caught as its own type and
+// as each base, copied, held by an exception_ptr past its handler and thrown again, raised while another is being
+// handled, and destroyed once (the ASan + UBSan build checks that none is leaked or freed twice).
+TEST(DeviceMismatchRaise, BehavesAsAThrowExpressionsExceptionThroughEveryWayIn) {
+  CROSSFIRE_REQUIRE_DEVICE(d, 0);
+  std::vector<Device> odd = odd_devices(d);
+  if (odd.empty()) GTEST_SKIP() << "only one device on this machine";
+  const Tensor a = from_data({1.f, 2.f}, {2}, d), b = from_data({1.f, 2.f}, {2}, odd[0]);
+  const ArgPack pack(Arg::of(a), Arg::of(b));
+  const std::vector<Tensor> list{a, a, b};
+  const WorldSnapshot before = snapshot_world();
+  const std::vector<std::pair<const char*, std::function<Tensor()>>> ways{
+      {"typed add", [&] { return add(a, b); }},
+      {"call()", [&] { return call(ids::add_id, pack); }},
+      {"the generic path alone", [&] { return detail::call_generic(ids::add_id, pack); }},
+      {"typed cat", [&] { return cat(list, 0); }},
+  };
+  for (const auto& [way, run] : ways) {
+    SCOPED_TRACE(way);
+    const std::string blamed = std::string(way) == "typed cat" ? "tensors[2]" : "rhs";
+    EXPECT_THROW(run(), DeviceMismatch);
+    EXPECT_THROW(run(), Error);
+    EXPECT_THROW(run(), std::exception);
+    try {
+      run();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {  // a base: the dynamic type is still the mismatch's
+      EXPECT_EQ(e.kind(), ErrorKind::device_mismatch);
+      ASSERT_NE(dynamic_cast<const DeviceMismatch*>(&e), nullptr);
+    }
+    try {
+      run();
+      ADD_FAILURE() << "no error";
+    } catch (const DeviceMismatch& e) {
+      const DeviceMismatch copy = e;  // a copy outlives the runtime's object
+      ASSERT_EQ(copy.offenders.size(), 1u);
+      EXPECT_EQ(copy.offenders[0].param, blamed);
+      EXPECT_STREQ(copy.what(), e.what());
+    }
+    std::exception_ptr held;
+    try {
+      run();
+    } catch (...) {
+      held = std::current_exception();
+    }
+    ASSERT_TRUE(held) << "no error";
+    try {
+      run();  // a second raise while the first is still held
+    } catch (const DeviceMismatch&) {
+    }
+    try {
+      std::rethrow_exception(held);
+    } catch (const DeviceMismatch& e) {
+      EXPECT_EQ(e.target, d);
+      ASSERT_EQ(e.offenders.size(), 1u);
+      EXPECT_EQ(e.offenders[0].param, blamed);
+      EXPECT_EQ(e.offenders[0].device, odd[0]);
+    }
+    // Raised inside a handler of another: each handler sees its own, and the outer one can be thrown again.
+    try {
+      try {
+        throw InvalidArgument("outer", "", "first");
+      } catch (const InvalidArgument&) {
+        try {
+          run();
+        } catch (const DeviceMismatch& inner) {
+          EXPECT_EQ(inner.offenders[0].param, blamed);
+        }
+        throw;
+      }
+    } catch (const InvalidArgument& outer) {
+      EXPECT_EQ(outer.op(), "outer");
+    } catch (...) {
+      ADD_FAILURE() << "the outer exception changed";
+    }
+    EXPECT_EQ(std::uncaught_exceptions(), 0);
+  }
+  EXPECT_EQ(before, snapshot_world()) << "a raise had a side effect";
+
+  // Step 3's error takes the same way: an f32 and an i32 operand.
+  const Tensor ints = from_data(std::vector<int32_t>{1, 2}, {2}, d);
+  try {
+    add(a, ints);
+    ADD_FAILURE() << "no error";
+  } catch (const DTypeMismatch& e) {
+    EXPECT_EQ(e.param, "rhs");
+  }
+  EXPECT_THROW(call(ids::add_id, ArgPack(Arg::of(a), Arg::of(ints))), DTypeMismatch);
 }
 
 TEST(DeviceMismatchOffenders, OffenderListGrowsAndShrinksLikeAVector) {

@@ -86,11 +86,11 @@ template <auto Make, class... Args>
 // per frame and phase in libgcc; docs/benchmarks.md), and a frame with a live object at the throw costs a second
 // visit: the unwinder stops there to run the destructor, then starts again. So the two common errors of steps 2 and
 // 3 are made by a function that returns them (device_mismatch, dtype_mismatch: every string and offender list is
-// built and dropped in its frame) and thrown by check_arguments, which the generic path takes in line; the typed
-// API reaches that path through the table without a frame of its own (Note [A call's result in a register]). A
-// DeviceMismatch from add() thus crosses one crossfire frame, with nothing to clean up in it. Every other error of
-// dispatch is made the same way and thrown by raise_error, a frame of its own: each throw site in line lengthens
-// the frame's table of call sites, which the C++ runtime reads entry by entry on every raise through that frame.
+// built and dropped in its frame). The call path does not throw them at all: it hands them to the caller's frame
+// (Note [A raise with no crossfire frame]), so a DeviceMismatch from add() crosses no crossfire frame; validate()
+// and output_spec() throw them from check_arguments, which they take in line. Every other error of dispatch is
+// made the same way and thrown by raise_error, a frame of its own: each throw site in line lengthens the frame's
+// table of call sites, which the C++ runtime reads entry by entry on every raise through that frame.
 [[gnu::cold]] DeviceMismatch device_mismatch(const OpDef& op, const ArgPack& args, const TargetInfo& target) {
   OffenderList offenders;
   for_each_tensor(op, args, [&](const Tensor& t, int param, int li) {
@@ -100,6 +100,42 @@ template <auto Make, class... Args>
   });
   return DeviceMismatch(std::string(op.name), target.device, param_label(op, target.param, target.list_index),
                         std::move(offenders));
+}
+
+// Note [A raise with no crossfire frame]
+// A C++ raise costs what the unwinder does for each frame between the throw and the catch, twice (once to find the
+// handler, once to unwind): looking up the frame's unwind table, running its CFA program, and, for a frame with
+// cleanups or handlers, the language's personality routine, which reads the frame's call-site table entry by
+// entry. Thrown from the generic path, a DeviceMismatch from add() crossed one crossfire frame (call_generic_raw),
+// and that frame was ~5,000 of the ~18,200 instructions of a raise + catch. So the two common errors of dispatch
+// (steps 2 and 3: DeviceMismatch and DTypeMismatch) are not thrown where they are found. raised() makes the error
+// as an exception object of the C++ runtime (__cxa_allocate_exception, which is what a throw expression calls
+// first), and the generic path returns its address with the low bit set, through the same tail calls as a result
+// (Note [A call's result in a register]). adopt_result() (dispatch.hpp), in line in the caller's function, sees the
+// bit and throws the object from there with __cxa_throw, which is what a throw expression calls second: the
+// unwinder goes from __cxa_throw straight to the caller's frame. The object's type for the catch clauses is its
+// dynamic type (typeid of the Error), and its destructor the Error's virtual one, so a catch sees exactly what a
+// throw expression would have thrown. Every other way an entry's result is read goes through adopt_result();
+// validate() and output_spec() throw as before. Both runtimes crossfire is built with (libstdc++ with libsupc++,
+// libc++ with libc++abi) have this Itanium C++ ABI; tests/dispatch/raise_test.cpp holds the raise to a throw
+// expression's behaviour.
+template <class Make>
+[[gnu::cold, gnu::noinline]] TensorImpl* raised(Make make) {
+  using E = decltype(make());
+  static_assert(std::is_base_of_v<Error, E> && std::has_virtual_destructor_v<E>);
+  void* memory = __cxxabiv1::__cxa_allocate_exception(sizeof(E));
+  E* e;
+  try {
+    e = ::new (memory) E(make());  // made in place (the prvalue is not moved)
+  } catch (...) {
+    __cxxabiv1::__cxa_free_exception(memory);
+    throw;
+  }
+  // The runtime throws the object at `memory` as typeid(Error&): the Error must be the object's start, as it is
+  // for single inheritance without virtual bases (the Itanium ABI lays a primary base at offset 0).
+  Error* base = e;
+  if (static_cast<void*>(base) != memory) std::abort();
+  return reinterpret_cast<TensorImpl*>(reinterpret_cast<uintptr_t>(base) | detail::kRaised);
 }
 
 // Re-walks the arguments to find the first offender of step 3 and say exactly what was expected of it.
@@ -182,6 +218,7 @@ template <auto Make, class... Args>
 struct Checked {
   TargetInfo target;
   bool record = false;  // a differentiable input is tracked and grad mode is on
+  TensorImpl* raised = nullptr;  // kRaiseInCaller: the error of step 2 or 3, for the caller to throw
 };
 
 // The per-tensor part of steps 2-4, accumulated as flags so that one pass serves all three checks and the errors
@@ -216,8 +253,10 @@ struct TensorChecks {
 };
 
 // Steps 1-4 of contract section 4. Returns the target; raises the first error in the contract's order. Without
-// kCheckDevices step 2 is left out (output_spec(): the call as if every tensor were on the target).
-template <bool kCheckDevices = true>
+// kCheckDevices step 2 is left out (output_spec(): the call as if every tensor were on the target). With
+// kRaiseInCaller the errors of steps 2 and 3 are returned raised instead of thrown (Note [A raise with no crossfire
+// frame]).
+template <bool kCheckDevices = true, bool kRaiseInCaller = false>
 [[gnu::always_inline]] inline Checked check_arguments(const OpDef& op, const ArgPack& args) {
   // The argument pack must match the signature (cheap; the typed API always builds it right).
   if (args.count != op.num_params) [[unlikely]]
@@ -267,10 +306,16 @@ template <bool kCheckDevices = true>
     tc.target = out.target.device.packed();
     for_each_tensor(op, args, [&](const Tensor& t, int param, int li) { tc.check(op, t.impl(), param, li); });
   }
-  if (kCheckDevices && !tc.device_ok) [[unlikely]]
-    throw device_mismatch(op, args, out.target);  // Note [Nothing alive at a throw]
-  if (!tc.dtype_ok) [[unlikely]]
-    throw dtype_mismatch(op, args);
+  if (kCheckDevices && !tc.device_ok) [[unlikely]] {
+    if constexpr (!kRaiseInCaller) throw device_mismatch(op, args, out.target);  // Note [Nothing alive at a throw]
+    out.raised = raised([&] { return device_mismatch(op, args, out.target); });
+    return out;
+  }
+  if (!tc.dtype_ok) [[unlikely]] {
+    if constexpr (!kRaiseInCaller) throw dtype_mismatch(op, args);
+    out.raised = raised([&] { return dtype_mismatch(op, args); });
+    return out;
+  }
   if (tc.forbidden_tracked) [[unlikely]]
     raise_error<tracked_forbidden>(op, args);
   out.record = tc.diff_tracked && t_grad_enabled && op.backward != nullptr;
@@ -389,7 +434,9 @@ OutputSpec validate_generic(OpId id, const ArgPack& args) {
 namespace {
 TensorImpl* call_generic_raw(OpId id, const ArgPack& args) {
   const OpDef& op = op_def(id);
-  const Checked c = check_arguments(op, args);                                 // 1-4
+  const Checked c = check_arguments<true, true>(op, args);  // 1-4
+  if (c.raised != nullptr) [[unlikely]]
+    return c.raised;
   const OutputSpec spec = output_of(op, CallView{op, args, c.target.device});  // 5
   const Plan p = plan(id, op, spec, c);
   // Validation is over: from here on, side effects.
@@ -408,7 +455,9 @@ TensorImpl* call_generic_raw(OpId id, const ArgPack& args) {
 }
 }  // namespace
 
-Tensor call_generic(OpId id, const ArgPack& args) { return Tensor::adopt(call_generic_raw(id, args)); }
+Tensor call_generic(OpId id, const ArgPack& args) { return adopt_result(call_generic_raw(id, args)); }
+
+void destroy_raised(void* error) noexcept { static_cast<Error*>(error)->~Error(); }
 
 }  // namespace detail
 
@@ -775,9 +824,11 @@ constexpr auto kValidateTable = make_validate_table(std::make_index_sequence<siz
 // and neither g++ nor clang turns `return f(...)` into a jump for such a return; a pointer comes back in a
 // register, so the fast path's hand-over to the generic path is a jump, and the typed API (ops.hpp) calls the
 // table itself (detail::call_in_table) instead of through call(). An allocating add runs 13 fewer instructions
-// (327 against 340 under callgrind), and a DeviceMismatch from add() reaches the caller's catch through one
-// crossfire frame instead of four (Note [Nothing alive at a throw]). A result becomes a handle again by
-// Tensor::adopt, which does not touch the count; EveryWayInReleasesItsResultExactlyOnce checks each way in.
+// (327 against 340 under callgrind), and a DeviceMismatch from add() reached the caller's catch through one
+// crossfire frame instead of four (Note [Nothing alive at a throw]; now through none: Note [A raise with no
+// crossfire frame], whose raised errors come back the same way). A result becomes a handle again by adopt_result
+// (Tensor::adopt, which does not touch the count, once it has checked for a raised error);
+// EveryWayInReleasesItsResultExactlyOnce checks each way in.
 //
 // constinit: filled at compile time, so an op called from another file's static initialiser finds it ready.
 constinit const std::array<detail::CallFn, size_t(kNumOps)> detail::kCallTable =

@@ -51,8 +51,11 @@ std::string device_mismatch_message(const std::string& op, Device target, const 
     const DeviceOffender& o = offenders[0];
     // The common case, raised on a hot error path: a compiled format string, into a buffer on the stack.
     fmt::memory_buffer m;
-    fmt::format_to(fmt::appender(m), FMT_COMPILE("{}: input tensor `{}` is on the {}: expected {} (from `{}`), got {}"),
-                   op, o.param, o.wrong_backend ? "wrong backend" : "wrong device", target.str(), from, o.device.str());
+    // (Each device as Device::str() writes it, "cpu:0", written straight into the buffer.)
+    fmt::format_to(fmt::appender(m),
+                   FMT_COMPILE("{}: input tensor `{}` is on the {}: expected {}:{} (from `{}`), got {}:{}"), op, o.param,
+                   o.wrong_backend ? "wrong backend" : "wrong device", backend_name(target.backend), target.index,
+                   from, backend_name(o.device.backend), o.device.index);
     return fmt::to_string(m);
   }
   std::string m = fmt::format("{}: {} input tensors are on the wrong device (expected {}, from `{}`):", op,

@@ -3,9 +3,13 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <cxxabi.h>
+#include <typeinfo>
 
 #include "crossfire/args.hpp"
 #include "crossfire/backend.hpp"
+#include "crossfire/error.hpp"
 #include "crossfire/op_table.hpp"
 #include "crossfire/tensor.hpp"
 
@@ -31,9 +35,31 @@ namespace detail {
 // (Note [A call's result in a register] in dispatch.cpp). call() is the checked way in.
 using CallFn = TensorImpl* (*)(const ArgPack&);
 extern const std::array<CallFn, size_t(kNumOps)> kCallTable;
+
+// An entry may return, instead of a result, an error that dispatch made and did not throw: an exception object of
+// the C++ runtime, its address tagged with kRaised. The caller throws it from its own frame, so the unwinder has no
+// crossfire frame to visit between the throw and the caller's catch (Note [A raise with no crossfire frame] in
+// dispatch.cpp). Only adopt_result() reads an entry's result.
+inline constexpr uintptr_t kRaised = 1;
+void destroy_raised(void* error) noexcept;  // the runtime's destructor for a raised error (a crossfire::Error)
+
+// Throws a raised error from the frame this is inlined into.
+[[noreturn, gnu::always_inline]] inline void throw_raised(TensorImpl* result) {
+  auto* e = reinterpret_cast<Error*>(reinterpret_cast<uintptr_t>(result) ^ kRaised);
+  if (e == nullptr) __builtin_unreachable();  // (typeid of a null pointer would throw bad_typeid)
+  __cxxabiv1::__cxa_throw(e, const_cast<std::type_info*>(&typeid(*e)), &destroy_raised);
+}
+
+// An entry's result as a handle, or its raised error thrown.
+[[gnu::always_inline]] inline Tensor adopt_result(TensorImpl* result) {
+  if (reinterpret_cast<uintptr_t>(result) & kRaised) [[unlikely]]
+    throw_raised(result);
+  return Tensor::adopt(result);
+}
+
 // call() for an id that is in the table by construction (the typed API's ids::*): no range check, and no frame
 // between the caller and dispatch.
-inline Tensor call_in_table(OpId id, const ArgPack& args) { return Tensor::adopt(kCallTable[id](args)); }
+inline Tensor call_in_table(OpId id, const ArgPack& args) { return adopt_result(kCallTable[id](args)); }
 
 // Dispatch's generic path alone, which call() and validate() hand every call they do not take themselves (Note
 // [Specialised fast path] in dispatch.cpp). For the test that checks the two paths agree; use call() and

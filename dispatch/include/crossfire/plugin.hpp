@@ -33,7 +33,9 @@
 
 namespace crossfire {
 
-inline constexpr uint32_t kPluginAbiVersion = 2;  // 2: Backend declares accumulation per op (2026-12-03)
+// 2: Backend declares accumulation per op (2026-12-03). 3: a dispatch entry may return a raised error, which the
+// inline adopt_result() throws (Note [A raise with no crossfire frame], 2026-12-07).
+inline constexpr uint32_t kPluginAbiVersion = 3;
 
 // The fingerprint of Note [The plug-in ABI]: FNV-1a over the layout sizes and the op names.
 consteval uint64_t plugin_layout() {
