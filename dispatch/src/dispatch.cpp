@@ -384,7 +384,8 @@ void record_node(OpId id, const ArgPack& args, Tensor& out) {
 namespace detail {
 Node::Node(OpId id, const ArgPack& call_args, uint64_t seq) : op(id), sequence(seq) {
   const OpDef& def = op_def(id);
-  const size_t n = size_t(count_input_slots(def, call_args));
+  // (An op whose tensor parameters are all plain tensors has one slot each: no need to walk the pack for them.)
+  const size_t n = def.plain_tensors ? size_t(def.num_tensor_params) : size_t(count_input_slots(def, call_args));
   if (n <= kInlineSlots) {  // Note [Node slots inline]
     inputs = {inline_inputs_.data(), n};
     needs = {inline_needs_.data(), n};
