@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # crossfire as other projects use it (issue 15, item 1), label `package`:
 #  1. `cmake --install` of this build into a temporary prefix installs the headers, libraries, the command and a
-#     package configuration;
+#     package configuration, and the core header (crossfire.hpp) compiles in a project built with -fno-rtti;
 #  2. a separate project (tests/package/consumer) finds it with find_package(crossfire 0.2 CONFIG REQUIRED), links
 #     crossfire::core and crossfire::harness, builds and runs; asking for a version it is not (0.9) is refused;
 #  3. a project that adds crossfire with add_subdirectory (tests/package/subproject) and uses crossfire::core builds
@@ -22,6 +22,13 @@ for f in include/crossfire/crossfire.hpp include/crossfire/version.hpp include/c
   [[ -e "$tmp/prefix/$f" ]] || fail "cmake --install left no $f"
 done
 echo "package_test: installed $(find "$tmp/prefix" -type f | wc -l) files"
+
+# The installed core headers compile in a project built without RTTI (as LLVM-style projects are): what they do in
+# line (Note [A raise with no crossfire frame]) must not need typeid.
+printf '#include <crossfire/crossfire.hpp>\nint main() { return 0; }\n' >"$tmp/nortti.cpp"
+"$cxx" -std=c++20 -fno-rtti -fsyntax-only -I"$tmp/prefix/include" "$tmp/nortti.cpp" 2>"$tmp/nortti.log" ||
+  { cat "$tmp/nortti.log"; fail "the installed crossfire.hpp does not compile with -fno-rtti"; }
+echo "package_test: crossfire.hpp compiles with -fno-rtti"
 
 common=(-G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release)
 cmake -S "$src/tests/package/consumer" -B "$tmp/consumer" "${common[@]}" -DCMAKE_PREFIX_PATH="$tmp/prefix" \

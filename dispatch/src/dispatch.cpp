@@ -3,6 +3,7 @@
 #include "crossfire/dispatch.hpp"
 
 #include <optional>
+#include <typeinfo>
 
 #include <fmt/format.h>
 
@@ -114,8 +115,9 @@ template <auto Make, class... Args>
 // (Note [A call's result in a register]). adopt_result() (dispatch.hpp), in line in the caller's function, sees the
 // bit and throws the object from there with __cxa_throw, which is what a throw expression calls second: the
 // unwinder goes from __cxa_throw straight to the caller's frame. The object's type for the catch clauses is its
-// dynamic type (typeid of the Error), and its destructor the Error's virtual one, so a catch sees exactly what a
-// throw expression would have thrown. Every other way an entry's result is read goes through adopt_result();
+// dynamic type (typeid of the Error, taken in the library by raised_type(): a caller built with -fno-rtti cannot
+// write typeid, and tests/package_test.sh compiles the installed header so), and its destructor the Error's virtual
+// one, so a catch sees exactly what a throw expression would have thrown. Every other way an entry's result is read goes through adopt_result();
 // validate() and output_spec() throw as before. Both runtimes crossfire is built with (libstdc++ with libsupc++,
 // libc++ with libc++abi) have this Itanium C++ ABI; tests/dispatch/raise_test.cpp holds the raise to a throw
 // expression's behaviour.
@@ -458,6 +460,7 @@ TensorImpl* call_generic_raw(OpId id, const ArgPack& args) {
 
 Tensor call_generic(OpId id, const ArgPack& args) { return adopt_result(call_generic_raw(id, args)); }
 
+std::type_info* raised_type(const Error* error) noexcept { return const_cast<std::type_info*>(&typeid(*error)); }
 void destroy_raised(void* error) noexcept { static_cast<Error*>(error)->~Error(); }
 
 }  // namespace detail

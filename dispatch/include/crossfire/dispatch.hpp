@@ -5,7 +5,6 @@
 #include <array>
 #include <cstdint>
 #include <cxxabi.h>
-#include <typeinfo>
 
 #include "crossfire/args.hpp"
 #include "crossfire/backend.hpp"
@@ -41,13 +40,15 @@ extern const std::array<CallFn, size_t(kNumOps)> kCallTable;
 // crossfire frame to visit between the throw and the caller's catch (Note [A raise with no crossfire frame] in
 // dispatch.cpp). Only adopt_result() reads an entry's result.
 inline constexpr uintptr_t kRaised = 1;
-void destroy_raised(void* error) noexcept;  // the runtime's destructor for a raised error (a crossfire::Error)
+// The raised error's dynamic type, and the runtime's destructor for it. (Out of line: a caller built with -fno-rtti
+// cannot write typeid, and this header must compile there too.)
+std::type_info* raised_type(const Error* error) noexcept;
+void destroy_raised(void* error) noexcept;
 
 // Throws a raised error from the frame this is inlined into.
 [[noreturn, gnu::always_inline]] inline void throw_raised(TensorImpl* result) {
   auto* e = reinterpret_cast<Error*>(reinterpret_cast<uintptr_t>(result) ^ kRaised);
-  if (e == nullptr) __builtin_unreachable();  // (typeid of a null pointer would throw bad_typeid)
-  __cxxabiv1::__cxa_throw(e, const_cast<std::type_info*>(&typeid(*e)), &destroy_raised);
+  __cxxabiv1::__cxa_throw(e, raised_type(e), &destroy_raised);
 }
 
 // An entry's result as a handle, or its raised error thrown.
