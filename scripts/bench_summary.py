@@ -48,17 +48,25 @@ def verdict_of(limit, lo, hi):
     return "yes" if hi <= limit else "**no**" if lo > limit else "unclear"
 
 
-def paired_at_most(limit, reps):
+def paired_at_most(limit, reps, key="overhead_ns", how="paired"):
     """The 10 ns judgement on the `paired` benchmark: each repetition holds one paired difference (counter
     overhead_ns, API - (direct + alloc) per call over its nominal pairs), so the interval is that of the median of
-    the nominal repetitions. The text says how many repetitions that was."""
+    the nominal repetitions. The text says how many repetitions that was. With key="call_ns" the same judgement of
+    a `nominal` benchmark: a call's own time over its nominal pairs."""
     kept = nominal_repetitions(reps)
-    overheads = [r["overhead_ns"] for r in kept]
+    values = [r[key] for r in kept]
     used = f"{len(kept)} of {len(reps)} repetitions at nominal speed"
-    if len(overheads) < 3:
-        return f"{ok(statistics.median(overheads) <= limit)} (medians only: {used}, fewer than 3)"
-    lo, hi = median_interval(overheads)
-    return f"{verdict_of(limit, lo, hi)} (95% interval {lo:.1f} to {hi:.1f} ns, paired, {used})"
+    if len(values) < 3:
+        return f"{ok(statistics.median(values) <= limit)} (medians only: {used}, fewer than 3)"
+    lo, hi = median_interval(values)
+    return f"{verdict_of(limit, lo, hi)} (95% interval {lo:.1f} to {hi:.1f} ns, {how}, {used})"
+
+
+# bench_dispatch's `nominal` benchmarks (bm_nominal): a CPU call's own time at the machine's nominal speed, for
+# issue 19's absolute-time targets: the case, what it is, and the target in ns.
+NOMINAL = [("2_tensors_add", "1-element add through the API, output allocated", 25),
+           ("2_tensors_add_tracked", "tracked 1-element add (a node recorded)", 80),
+           ("device_mismatch", "DeviceMismatch raise + catch", 2000)]
 
 
 def at_most(limit, a, b):
@@ -182,6 +190,13 @@ def report(data):
                            for v in ("api", "direct_alloc")]
                     out.append(f"- dispatch + validation over the direct kernel (API - (direct + alloc)), {case}, "
                                f"<= 10 ns: {d_real:.1f} ns real, {d_cpu:.1f} ns CPU: {at_most(10, *cpu)}")
+            for case, what, limit in NOMINAL:
+                nominal = [r for r in reps.get(f"dispatch/{be}/{case}/nominal", []) if "call_ns" in r]
+                if nominal:
+                    kept = nominal_repetitions(nominal)
+                    out.append(f"- {what}, at nominal speed, <= {limit} ns: "
+                               f"{statistics.median(r['call_ns'] for r in kept):.1f} ns: "
+                               f"{paired_at_most(limit, nominal, 'call_ns', 'nominal')}")
             out.append(f"- 1-element add through the public API, output allocation included, <= 100 ns: "
                        f"{add['real_time']:.1f} ns real, {add['cpu_time']:.1f} ns CPU: {ok(add['cpu_time'] <= 100)}")
             if allocs is not None:

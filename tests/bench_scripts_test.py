@@ -349,6 +349,26 @@ class DashboardAndSummaryTest(ScriptTest):
         row = next(line for line in r.stdout.splitlines() if line.startswith("| 2_tensors_add |"))
         self.assertEqual(row.split(" | ")[-2], "8.0", row)
 
+    def test_summary_judges_the_absolute_targets_on_the_nominal_benchmarks(self):
+        def nominal(case, calls, baselines):
+            return [{"name": f"dispatch/cpu/{case}/nominal", "run_name": f"dispatch/cpu/{case}/nominal",
+                     "run_type": "iteration", "repetitions": len(calls), "repetition_index": i, "threads": 1,
+                     "iterations": 1000, "real_time": 9000.0, "cpu_time": 9000.0, "time_unit": "ns",
+                     "call_ns": c, "call_all_ns": c, "nominal_share": 0.5, "baseline_ns": b}
+                    for i, (c, b) in enumerate(zip(calls, baselines))]
+        # The add's two slow repetitions (reference 30 ns against 18) would put it over 25 ns: they are left out.
+        extra = (nominal("2_tensors_add", [23.2, 40.0, 23.5, 38.0, 23.4], [18.0, 30.0, 18.5, 31.0, 18.2]) +
+                 nominal("2_tensors_add_tracked", [90.0, 92.0, 91.0], [18.0, 18.0, 18.0]) +
+                 nominal("device_mismatch", [1430.0, 1480.0], [22.0, 22.0]))
+        r = run("bench_summary.py", self.write("run.json", gbench_json([80] * 3, extra=extra)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = {line.split(",")[0]: line for line in r.stdout.splitlines() if "at nominal speed, <=" in line}
+        self.assertEqual(lines["- 1-element add through the API"],
+                         "- 1-element add through the API, output allocated, at nominal speed, <= 25 ns: 23.4 ns: "
+                         "yes (95% interval 23.2 to 23.5 ns, nominal, 3 of 5 repetitions at nominal speed)")
+        self.assertIn("<= 80 ns: 91.0 ns: **no** (95% interval", lines["- tracked 1-element add (a node recorded)"])
+        self.assertIn("<= 2000 ns: 1455.0 ns: yes (medians only: 2 of 2", lines["- DeviceMismatch raise + catch"])
+
     def test_summary_reports_harness_rates_and_says_when_kernels_did_not_run(self):
         def reps(name, times, unit="ns", **counters):
             return [{"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times),
