@@ -400,7 +400,11 @@ void bm_device_mismatch(benchmark::State& state, Device d) {
 // goes first, and the pairs whose reference ran at nominal speed are kept as `paired` keeps them: the reference
 // alone picks them, never the call being measured. Counters: call_ns (the call's median time over the nominal pairs:
 // the number to judge by), call_all_ns (over every pair), nominal_share and baseline_ns (the reference's median).
-// Unlike `paired` this is not a difference, so drift within a pair is not cancelled, only slow phases left out.
+// Unlike `paired` this is not a difference, so drift within a pair is not cancelled, only slow phases left out. The
+// benchmark's own time is the call's mean time per call over every pair (UseManualTime; Google Benchmark names it
+// ".../nominal/iterations:N/manual_time"), what a dashboard charts beside the plain `api` benchmarks. Google Benchmark would size a run by
+// that time (tens of ns) although an iteration takes microseconds, so each has a fixed number of iterations, about
+// half a second of pairs on a 2-vCPU VM.
 template <class Call>
 void bm_nominal(benchmark::State& state, Device d, int batch, Call call) {
   constexpr int kReference = 128;
@@ -424,7 +428,12 @@ void bm_nominal(benchmark::State& state, Device d, int batch, Call call) {
       settle(b);
     });
   };
-  const std::vector<Pair> pairs = time_pairs(state, reference, measured, [](double, double call_ns) { return call_ns; });
+  // The time Google Benchmark reports is the call's own (manual time: the measured batch's time per call, every pair
+  // counted), not the iteration's two batches; call_ns is that time over the nominal pairs.
+  const std::vector<Pair> pairs = time_pairs(state, reference, measured, [&](double, double call_ns) {
+    state.SetIterationTime(call_ns * 1e-9);
+    return call_ns;
+  });
   report_pairs(state, pairs, "call");
 }
 
@@ -504,10 +513,10 @@ int repeat(const std::string& what, long n) {
 // The `nominal` benchmarks of the CPU's absolute-time targets (bm_nominal). Each call's inputs live as long as the
 // process: the benchmarks run after register_all() returns.
 void register_nominal(Device d) {
-  auto reg = [&](const std::string& name, int batch, auto call) {
+  auto reg = [&](const std::string& name, int batch, int64_t iterations, auto call) {
     benchmark::RegisterBenchmark(name.c_str(), [d, batch, call](benchmark::State& state) {
       bm_nominal(state, d, batch, call);
-    })->Unit(benchmark::kNanosecond);
+    })->UseManualTime()->Iterations(iterations)->Unit(benchmark::kNanosecond);
   };
   static const Tensor lhs = one(d), rhs = one(d);
   static const Tensor tracked = [&] {
@@ -515,17 +524,17 @@ void register_nominal(Device d) {
     t.set_requires_grad(true);
     return t;
   }();
-  reg("dispatch/cpu/2_tensors_add/nominal", 128, [] {
+  reg("dispatch/cpu/2_tensors_add/nominal", 128, 50'000, [] {
     Tensor out = add(lhs, rhs);
     benchmark::DoNotOptimize(out.impl());
   });
-  reg("dispatch/cpu/2_tensors_add_tracked/nominal", 128, [] {
+  reg("dispatch/cpu/2_tensors_add_tracked/nominal", 128, 30'000, [] {
     Tensor out = add(tracked, rhs);
     benchmark::DoNotOptimize(out.impl());
   });
   if (backend(BackendKind::cpu).device_count() < 2) return;  // the raise needs cpu:1 (CROSSFIRE_CPU_DEVICES >= 2)
   static const Tensor other = one(Device::cpu(1));
-  reg("dispatch/cpu/device_mismatch/nominal", 8, [] {
+  reg("dispatch/cpu/device_mismatch/nominal", 8, 30'000, [] {
     try {
       Tensor out = add(lhs, other);
       benchmark::DoNotOptimize(out.impl());

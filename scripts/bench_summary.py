@@ -191,7 +191,10 @@ def report(data):
                     out.append(f"- dispatch + validation over the direct kernel (API - (direct + alloc)), {case}, "
                                f"<= 10 ns: {d_real:.1f} ns real, {d_cpu:.1f} ns CPU: {at_most(10, *cpu)}")
             for case, what, limit in NOMINAL:
-                nominal = [r for r in reps.get(f"dispatch/{be}/{case}/nominal", []) if "call_ns" in r]
+                # Google Benchmark appends its settings to the name (".../nominal/iterations:50000/manual_time").
+                name = f"dispatch/{be}/{case}/nominal"
+                nominal = [r for n, rs in reps.items() if n == name or n.startswith(name + "/") for r in rs
+                           if "call_ns" in r]
                 if nominal:
                     kept = nominal_repetitions(nominal)
                     out.append(f"- {what}, at nominal speed, <= {limit} ns: "

@@ -351,7 +351,8 @@ class DashboardAndSummaryTest(ScriptTest):
 
     def test_summary_judges_the_absolute_targets_on_the_nominal_benchmarks(self):
         def nominal(case, calls, baselines):
-            return [{"name": f"dispatch/cpu/{case}/nominal", "run_name": f"dispatch/cpu/{case}/nominal",
+            name = f"dispatch/cpu/{case}/nominal/iterations:50000/manual_time"  # as bench_dispatch names it
+            return [{"name": name, "run_name": name,
                      "run_type": "iteration", "repetitions": len(calls), "repetition_index": i, "threads": 1,
                      "iterations": 1000, "real_time": 9000.0, "cpu_time": 9000.0, "time_unit": "ns",
                      "call_ns": c, "call_all_ns": c, "nominal_share": 0.5, "baseline_ns": b}
