@@ -402,9 +402,9 @@ void bm_device_mismatch(benchmark::State& state, Device d) {
 // the number to judge by), call_all_ns (over every pair), nominal_share and baseline_ns (the reference's median).
 // Unlike `paired` this is not a difference, so drift within a pair is not cancelled, only slow phases left out. The
 // benchmark's own time is the call's mean time per call over every pair (UseManualTime; Google Benchmark names it
-// ".../nominal/iterations:N/manual_time"), what a dashboard charts beside the plain `api` benchmarks. Google Benchmark would size a run by
-// that time (tens of ns) although an iteration takes microseconds, so each has a fixed number of iterations, about
-// half a second of pairs on a 2-vCPU VM.
+// ".../nominal/iterations:N/manual_time"), what a dashboard charts beside the plain `api` benchmarks. Google
+// Benchmark would size a run by that time (tens of ns) although an iteration takes microseconds, so each has a
+// fixed number of iterations, about half a second of pairs on a 2-vCPU VM.
 template <class Call>
 void bm_nominal(benchmark::State& state, Device d, int batch, Call call) {
   constexpr int kReference = 128;

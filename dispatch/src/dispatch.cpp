@@ -2,6 +2,7 @@
 // Dispatch: validation (contract sections 3 and 4), output allocation, kernel launch, autodiff recording.
 #include "crossfire/dispatch.hpp"
 
+#include <cstdlib>
 #include <optional>
 #include <typeinfo>
 
@@ -116,11 +117,12 @@ template <auto Make, class... Args>
 // bit and throws the object from there with __cxa_throw, which is what a throw expression calls second: the
 // unwinder goes from __cxa_throw straight to the caller's frame. The object's type for the catch clauses is its
 // dynamic type (typeid of the Error, taken in the library by raised_type(): a caller built with -fno-rtti cannot
-// write typeid, and tests/package_test.sh compiles the installed header so), and its destructor the Error's virtual
-// one, so a catch sees exactly what a throw expression would have thrown. Every other way an entry's result is read goes through adopt_result();
-// validate() and output_spec() throw as before. Both runtimes crossfire is built with (libstdc++ with libsupc++,
-// libc++ with libc++abi) have this Itanium C++ ABI; tests/dispatch/raise_test.cpp holds the raise to a throw
-// expression's behaviour.
+// write typeid, and tests/package_test.sh compiles the installed header so), and its destructor the Error's
+// virtual one, so a catch sees exactly what a throw expression would have thrown. Every way an entry's result is
+// read goes through adopt_result() (the typed API, call(), call_generic); validate() and output_spec() throw as
+// before. Both runtimes crossfire is built with (libstdc++ with libsupc++, libc++ with libc++abi) have this Itanium
+// C++ ABI. DeviceMismatchRaise.BehavesAsAThrowExpressionsExceptionThroughEveryWayIn (tests/contract_mismatch_test.cpp)
+// holds the raise to a throw expression's behaviour.
 template <class Make>
 [[gnu::cold, gnu::noinline]] TensorImpl* raised(Make make) {
   using E = decltype(make());
@@ -133,8 +135,8 @@ template <class Make>
     __cxxabiv1::__cxa_free_exception(memory);
     throw;
   }
-  // The runtime throws the object at `memory` as typeid(Error&): the Error must be the object's start, as it is
-  // for single inheritance without virtual bases (the Itanium ABI lays a primary base at offset 0).
+  // throw_raised() hands the runtime the Error's address, which must be the object's, as __cxa_allocate_exception
+  // gave it: so it is for single inheritance without virtual bases (the Itanium ABI lays a primary base at offset 0).
   Error* base = e;
   if (static_cast<void*>(base) != memory) std::abort();
   return reinterpret_cast<TensorImpl*>(reinterpret_cast<uintptr_t>(base) | detail::kRaised);
