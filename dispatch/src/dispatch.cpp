@@ -538,16 +538,17 @@ struct Specialised {
   // cat's walk only says whether some element carries autodiff state (CatWalkResult::meta); when one does, cat_rank
   // asks the same of each element.
   // A tracked add used to take the whole generic path (its checks again, the rule, a backend lookup): 943
-  // instructions under callgrind, now 737 (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostile
+  // instructions under callgrind, 737 with this, 709 once a node stopped walking the pack to count its slots
+  // (docs/benchmarks.md). SpecialisedPath.AgreesWithTheGenericPathOnHostile
   // Calls compares the gradients that flow back through either path's node.
   //
   // So that an untracked call pays nothing for this, the walk runs in two modes. call() first walks with
   // kRecording = false, where an input with autodiff state is accepted only where the call cannot record a node
   // because of it (accepts_autodiff_state: a `constant` parameter, or a differentiable one under no_grad, which is
   // inference with trainable weights); anything else it refuses, and call_refused() walks again with kRecording =
-  // true (see_autodiff_state) before it hands the call to the generic path. A tracked add pays for that second
-  // walk and frame (737 instructions against 700 with one walk and a `record` flag), and a raise 55 more (of
-  // ~18,200); the untracked calls have the code they had before (the flag cost them 2-5 instructions).
+  // true (see_autodiff_state) before it hands the call to the generic path (both walk_and_run). A tracked add pays
+  // for that second walk and frame (737 instructions against 700 with one walk and a `record` flag, when measured),
+  // and a raise 55 more; the untracked calls have the code they had before (the flag cost them 2-5 instructions).
   template <size_t P>
   static bool accepts_autodiff_state() {
     constexpr GradPolicy g = op.params[P].grad;
@@ -758,34 +759,34 @@ struct Specialised {
           },
           [&] { return call_generic_raw(Id, args); });
     } else if constexpr (kEligible) {
-      Device target;
-      KernelFn kernel;
-      bool record = false;  // (stays false: this walk refuses a call that would record)
-      if (Backend* b = plan<false>(args, target, kernel, record)) [[likely]]
-        return output(args, target, [&](Device d, DType dt, const Shape& s) {
-          if (!makes_dtype(b, dt)) [[unlikely]]
-            return call_generic_raw(Id, args);
-          return run(b, kernel, d, dt, s, args);
-        });
-      return call_refused(args);
+      return walk_and_run<false>(args, [&] { return call_refused(args); });
     }
     return call_generic_raw(Id, args);
   }
 
   // A call the first walk refused: a tracked one runs here (Note [A tracked call on the fast path]), every other
-  // goes to the generic path. (Both hand-overs are tail calls: the raise of an error still crosses one frame.)
+  // goes to the generic path. (Both hand-overs are tail calls, so an error the generic path raises reaches the caller
+  // through no frame of this: Note [A raise with no crossfire frame].)
   [[gnu::noinline]] static TensorImpl* call_refused(const ArgPack& args) {
+    return walk_and_run<true>(args, [&] { return call_generic_raw(Id, args); });
+  }
+
+  // Steps 1-5 of an eligible op's call and its run, or `refused()` for a call the walk does not accept. With
+  // kRecording = false the walk refuses a call that would record a node (Note [A tracked call on the fast path]).
+  template <bool kRecording, class Refused>
+  [[gnu::always_inline]] static TensorImpl* walk_and_run(const ArgPack& args, Refused&& refused) {
     Device target;
     KernelFn kernel;
-    bool record = false;
-    if (Backend* b = plan<true>(args, target, kernel, record))
+    bool record = false;  // (stays false without kRecording)
+    if (Backend* b = plan<kRecording>(args, target, kernel, record)) [[likely]]
       return output(args, target, [&](Device d, DType dt, const Shape& s) {
         if (!makes_dtype(b, dt)) [[unlikely]]
           return call_generic_raw(Id, args);
-        if (record) return run_recorded(b, kernel, d, dt, s, args);
+        if constexpr (kRecording)
+          if (record) return run_recorded(b, kernel, d, dt, s, args);
         return run(b, kernel, d, dt, s, args);
       });
-    return call_generic_raw(Id, args);
+    return refused();
   }
 
   static OutputSpec validate(const ArgPack& args) {
