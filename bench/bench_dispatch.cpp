@@ -152,6 +152,15 @@ void bm_direct(benchmark::State& state, const DispatchCase& c, Device d) {
   report(state, allocs, b, before);
 }
 
+// The time per call of `n` calls of `one` in a row, in ns.
+template <class One>
+double batch_ns(int n, One&& one) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  for (int k = 0; k < n; ++k) one();
+  return std::chrono::duration<double, std::nano>(clock::now() - t0).count() / n;
+}
+
 // One `direct_alloc` op: the output allocated, the kernel launched, the output released; validated once, up front.
 struct DirectAlloc {
   Backend& b;
@@ -166,7 +175,27 @@ struct DirectAlloc {
     b.launch(fn, KernelCall{op, c.id, in.pack, *out.impl()});
     benchmark::DoNotOptimize(out.impl());
   }
+  // `n` of them in a row, each settled, in ns per call: the reference batch of `paired` and `nominal`.
+  double batch_ns(int n) const {
+    return bench::batch_ns(n, [this] {
+      (*this)();
+      settle(b);
+    });
+  }
 };
+
+// One add of tensors on two devices, which raises DeviceMismatch, caught: whether it was. The error path of
+// bm_device_mismatch, its `nominal` variant and repeat_raise.
+[[gnu::always_inline]] inline bool raise_and_catch(const Tensor& lhs, const Tensor& rhs) {
+  try {
+    Tensor out = add(lhs, rhs);
+    benchmark::DoNotOptimize(out.impl());
+  } catch (const DeviceMismatch& e) {
+    benchmark::DoNotOptimize(e.offenders.data());
+    return true;
+  }
+  return false;
+}
 
 void bm_direct_alloc(benchmark::State& state, const DispatchCase& c, Device d) {
   Backend& b = backend_for(d);
@@ -200,15 +229,6 @@ void bm_validate(benchmark::State& state, const DispatchCase& c, Device d) {
 struct Pair {
   double baseline, value;
 };
-
-// The time per call of `n` calls of `one` in a row, in ns.
-template <class One>
-double batch_ns(int n, One&& one) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  for (int k = 0; k < n; ++k) one();
-  return std::chrono::duration<double, std::nano>(clock::now() - t0).count() / n;
-}
 
 // Runs `reference` and `measured` (each times a batch and returns its duration per call, in ns) back to back in each
 // iteration, alternating which goes first, and keeps `value(reference_ns, measured_ns)` of each pair.
@@ -280,12 +300,7 @@ void bm_paired(benchmark::State& state, const DispatchCase& c, Device d) {
   if (skip_unsupported(state, b, c.id)) return;
   const Inputs in = c.make(d);
   const DirectAlloc one_direct_alloc{b, c, in};
-  auto direct_alloc = [&] {
-    return batch_ns(kBatch, [&] {
-      one_direct_alloc();
-      settle(b);
-    });
-  };
+  auto direct_alloc = [&] { return one_direct_alloc.batch_ns(kBatch); };
   auto api = [&] {
     return batch_ns(kBatch, [&] {
       Tensor out = c.api(in);
@@ -379,15 +394,7 @@ void bm_device_mismatch(benchmark::State& state, Device d) {
   const uint64_t before = b.counters().allocations.load();
   AllocationScope allocs;
   int64_t caught = 0;
-  for (auto _ : state) {
-    try {
-      Tensor out = add(lhs, rhs);
-      benchmark::DoNotOptimize(out.impl());
-    } catch (const DeviceMismatch& e) {
-      benchmark::DoNotOptimize(e.offenders.data());
-      ++caught;
-    }
-  }
+  for (auto _ : state) caught += raise_and_catch(lhs, rhs);
   report(state, allocs, b, before);
   if (caught != state.iterations()) state.SkipWithError("add on two devices did not raise DeviceMismatch");
 }
@@ -416,12 +423,7 @@ void bm_nominal(benchmark::State& state, Device d, int batch, Call call) {
   });
   const Inputs in = add_case.make(d);
   const DirectAlloc reference_call{b, add_case, in};
-  auto reference = [&] {
-    return batch_ns(kReference, [&] {
-      reference_call();
-      settle(b);
-    });
-  };
+  auto reference = [&] { return reference_call.batch_ns(kReference); };
   auto measured = [&] {
     return batch_ns(batch, [&] {
       call();
@@ -446,14 +448,7 @@ void bm_nominal(benchmark::State& state, Device d, int batch, Call call) {
 // instructions per call in one build and 20,624 in the next, with no change to dispatch).
 [[gnu::noinline]] int repeat_raise(long n) {  // bm_device_mismatch's loop (needs CROSSFIRE_CPU_DEVICES >= 2)
   const Tensor lhs = one(Device::cpu(0)), rhs = one(Device::cpu(1));
-  for (long i = 0; i < n; ++i) {
-    try {
-      Tensor out = add(lhs, rhs);
-      benchmark::DoNotOptimize(out.impl());
-    } catch (const DeviceMismatch& e) {
-      benchmark::DoNotOptimize(e.offenders.data());
-    }
-  }
+  for (long i = 0; i < n; ++i) raise_and_catch(lhs, rhs);
   return 0;
 }
 
@@ -534,14 +529,7 @@ void register_nominal(Device d) {
   });
   if (backend(BackendKind::cpu).device_count() < 2) return;  // the raise needs cpu:1 (CROSSFIRE_CPU_DEVICES >= 2)
   static const Tensor other = one(Device::cpu(1));
-  reg("dispatch/cpu/device_mismatch/nominal", 8, 30'000, [] {
-    try {
-      Tensor out = add(lhs, other);
-      benchmark::DoNotOptimize(out.impl());
-    } catch (const DeviceMismatch& e) {
-      benchmark::DoNotOptimize(e.offenders.data());
-    }
-  });
+  reg("dispatch/cpu/device_mismatch/nominal", 8, 30'000, [] { raise_and_catch(lhs, other); });
 }
 
 void register_all() {
