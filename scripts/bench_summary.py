@@ -203,8 +203,10 @@ def report(data):
             out.append(f"- 1-element add through the public API, output allocation included, <= 100 ns: "
                        f"{add['real_time']:.1f} ns real, {add['cpu_time']:.1f} ns CPU: {ok(add['cpu_time'] <= 100)}")
             if allocs is not None:
-                out.append(f"- heap allocations per successful op == 1 (the output block): {allocs:.2f}: "
-                           f"{ok(abs(allocs - 1) < 0.01)}")
+                # At most the output's block: 0 where a recycled block serves it (Note [Recycled tensor blocks] in
+                # kernels/cpu/cpu_backend.cpp), 1 where it is new (a build with a sanitizer, which turns recycling off).
+                out.append(f"- heap allocations per successful op <= 1 (the output block; 0 when a recycled block "
+                           f"serves it): {allocs:.2f}: {ok(allocs <= 1 + 0.01)}")
         out.append("")
 
     rows = []

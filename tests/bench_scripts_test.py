@@ -297,6 +297,19 @@ class DashboardAndSummaryTest(ScriptTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("none.json does not exist", r.stderr)
 
+    def test_summary_judges_allocations_per_op_as_at_most_the_output_block(self):
+        # A recycled output block (0 allocations) and a new one (1) both meet the target; a second block does not.
+        def verdict(allocs):
+            doc = gbench_json([20] * 3)
+            for b in doc["benchmarks"]:
+                b["allocs/op"] = allocs
+            r = run("bench_summary.py", self.write(f"allocs{allocs}.json", doc))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return next(line for line in r.stdout.splitlines() if "heap allocations per successful op" in line)
+        self.assertTrue(verdict(0.0).endswith(": 0.00: yes"), verdict(0.0))
+        self.assertTrue(verdict(1.0).endswith(": 1.00: yes"), verdict(1.0))
+        self.assertTrue(verdict(2.0).endswith(": 2.00: **no**"), verdict(2.0))
+
     def test_summary_judges_the_dispatch_target_on_the_repetitions(self):
         def case(name, api, direct_alloc):
             return (gbench_json(api, f"dispatch/cpu/{name}/api")["benchmarks"] +
