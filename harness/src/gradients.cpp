@@ -192,6 +192,7 @@ class GradientOracle {
   std::vector<std::optional<std::vector<RefTensor>>> grads_;  // per device: per leaf (step 2)
   std::optional<std::vector<RefTensor>> chain_;                // per leaf, in f64 (step 3)
   std::vector<RefTensor> chain_magnitude_;                     // per leaf: the sum of |terms| of each element
+  std::vector<bool> held_;  // the root's constants, rounded to their dtypes in base_ (Note [Constants as a ...])
   bool nonfinite_intermediate_ = false;
   bool on_kink_ = false;
   std::vector<bool> device_consistent_;  // per device: the same discrete values as the f64 evaluation
@@ -228,7 +229,28 @@ class GradientOracle {
     for (size_t v = 0; v < p_.values.size(); ++v)
       if (anc_[v] && p_.values[v].is_input() && p_.values[v].input().tracked) leaves_.push_back(int(v));
     if (leaves_.empty()) return false;
-    base_ = evaluate_f64(p_, {}, root_, nullptr, &base_magnitude_);
+    // Note [Constants as a device holds them]
+    // The values the root depends on that no tracked input reaches are constants of the gradient, and a device
+    // holds each in its dtype where the reference computes it exactly. So the point of the f64 sources (steps 3 and
+    // 5) holds them as a device does: each computed constant is rounded to its dtype as it is computed, before the
+    // next node reads it (evaluate_f64's held_in_dtype); what the devices differentiate and what f64 differentiates
+    // are then the same function of the leaves. A campaign (seed 3, --jobs 2; tests/harness/programs/fd-bf16-
+    // constant-on-an-f32-path-conv2d-matmul.program): an f32 leaf x in sum(cast(conv2d(a, w), f32) @ x / 2.5), whose
+    // conv2d is bf16; d/dx[18] sums three conv2d outputs of 1e29 that cancel to a tenth of their size, and one bf16
+    // rounding of each, which the device's gradient was formed from and f64's was not, moved it 2% from f64's, past
+    // the f32 leaf's 1%. Values a tracked input reaches stay exact (finite differences need a smooth function); they
+    // have the leaf's dtype (cast is not differentiable, and the operands an op differentiates share one dtype), whose
+    // roundings the judges allow.
+    std::vector<bool> reached(p_.values.size(), false);  // depends on a tracked input
+    for (size_t v = 0; v < p_.values.size(); ++v) {
+      if (p_.values[v].is_input())
+        reached[v] = p_.values[v].input().tracked;
+      else
+        for_each_ref(p_.values[v].node(), [&](const ValueRef& r) { reached[v] = reached[v] || reached[size_t(r.id)]; });
+    }
+    held_.assign(p_.values.size(), false);
+    for (size_t v = 0; v < p_.values.size(); ++v) held_[v] = anc_[v] && !reached[v] && !p_.values[v].is_input();
+    base_ = evaluate_f64(p_, {}, root_, nullptr, &base_magnitude_, &held_);
     // Note [Seeding only the finite elements]
     // The loss is the sum of the root's elements whose f64 value is finite, and reverse mode is seeded with 1 at
     // exactly those elements (0 elsewhere). With a seed of ones everywhere, one infinite or NaN element of the root

@@ -335,7 +335,8 @@ void give_back(const NodeDef& n, reference::RefCall& c, std::vector<std::optiona
 
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
     const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override, int upto,
-    const std::vector<std::optional<reference::RefTensor>>* unchanged, std::vector<std::vector<double>>* magnitudes) {
+    const std::vector<std::optional<reference::RefTensor>>* unchanged, std::vector<std::vector<double>>* magnitudes,
+    const std::vector<bool>* held_in_dtype) {
   std::vector<std::optional<reference::RefTensor>> vals(p.values.size());
   if (magnitudes) magnitudes->assign(p.values.size(), {});
   std::vector<bool> need = upto >= 0 ? ancestors_of(p, upto) : std::vector<bool>(p.values.size(), true);
@@ -374,6 +375,8 @@ std::vector<std::optional<reference::RefTensor>> evaluate_f64(
     } catch (const std::exception&) {
     }
     give_back(n, c, vals);
+    if (out && held_in_dtype != nullptr && v < held_in_dtype->size() && (*held_in_dtype)[v] && is_float(out->dtype))
+      for (double& x : out->values) x = reference::round_to(x, out->dtype);
     vals[v] = std::move(out);
   }
   return vals;

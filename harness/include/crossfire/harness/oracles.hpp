@@ -183,9 +183,12 @@ std::optional<ElementMismatch> compare_with_reference(const OpDef& op, const ref
 // `magnitudes`, when given, receives per computed node the reference's magnitude of each element (the sum of
 // |terms| that formed it: reference::RefResult); a partial sum far larger than the value it ends in loses what is
 // added to it, and the gradient oracle's finite differences need to know how much.
+// `held_in_dtype`, when given, marks the computed values to round to their dtype once computed, as a device holds
+// them, before anything downstream reads them (the gradient oracle's constants: Note [Constants as a device holds
+// them] in gradients.cpp); every other value stays exact.
 std::vector<std::optional<reference::RefTensor>> evaluate_f64(
     const Program& p, const std::vector<std::optional<reference::RefTensor>>& value_override = {}, int upto = -1,
     const std::vector<std::optional<reference::RefTensor>>* unchanged = nullptr,
-    std::vector<std::vector<double>>* magnitudes = nullptr);
+    std::vector<std::vector<double>>* magnitudes = nullptr, const std::vector<bool>* held_in_dtype = nullptr);
 
 }  // namespace crossfire::harness
