@@ -190,8 +190,12 @@ class GradientOracle {
   std::vector<std::vector<double>> base_magnitude_;  // per node of base_: each element's sum of |terms|
   std::vector<float> seed_;     // Note [Seeding only the finite elements]
   std::vector<std::optional<std::vector<RefTensor>>> grads_;  // per device: per leaf (step 2)
-  std::optional<std::vector<RefTensor>> chain_;                // per leaf, in f64 (step 3)
-  std::vector<RefTensor> chain_magnitude_;                     // per leaf: the sum of |terms| of each element
+  // The f64 chain rule at one point: per leaf, the gradient and each element's sum of |terms| (its magnitude).
+  struct Chain {
+    std::vector<RefTensor> grad, magnitude;
+  };
+  std::optional<Chain> chain_;  // at the f64 values (step 3)
+  std::vector<std::optional<std::optional<Chain>>> own_chain_;  // per device: at its own values (when needed)
   std::vector<bool> held_;  // the root's constants, rounded to their dtypes in base_ (Note [Constants as a ...])
   bool nonfinite_intermediate_ = false;
   bool on_kink_ = false;
@@ -457,16 +461,19 @@ class GradientOracle {
 
   // ---- step 3 ------------------------------------------------------------------------------------------------------
 
-  // Reverse mode in f64 with the reference's derivatives at the f64 values, seeded like the devices: the exact
+  // Reverse mode in f64 with the reference's derivatives at the f64 values (chain_at: at any point's values; a
+  // device's own, Note [The f64 chain rule at a device's own values]), seeded like the devices: the exact
   // gradient of the loss under the op table's conventions at kinks. None when a node on the path has no f64 value
   // or derivative. Beside each adjoint it carries a magnitude: the sum of the absolute values of every term that
   // formed it (the vjp's magnitude, fed the downstream magnitude as its upstream gradient). A device's gradient
   // rounds every one of those terms, so a leaf whose exact gradient cancels to 0 out of terms of 1e31 (two bf16
   // matmuls; a campaign, seed 1) is judged against that magnitude, not against 0.
-  void reverse_mode_in_f64() {
-    if (!base_[size_t(root_)]) return;
+  void reverse_mode_in_f64() { chain_ = chain_at(base_); }
+
+  std::optional<Chain> chain_at(const Evaluation& at) const {
+    if (!at[size_t(root_)]) return std::nullopt;
     Evaluation adj(p_.values.size()), mag(p_.values.size());
-    adj[size_t(root_)] = zeros_of(base_[size_t(root_)]->shape);
+    adj[size_t(root_)] = zeros_of(at[size_t(root_)]->shape);
     for (size_t i = 0; i < seed_.size(); ++i) adj[size_t(root_)]->values[i] = seed_[i];
     mag[size_t(root_)] = adj[size_t(root_)];
     for (int v = root_; v >= 0; --v) {
@@ -474,8 +481,8 @@ class GradientOracle {
       const NodeDef& nd = p_.values[size_t(v)].node();
       if (!reference::has_vjp(nd.op)) continue;
       bool ok = true;
-      const reference::RefCall c = ref_call_of(nd, base_, &ok);
-      if (!ok) return;
+      const reference::RefCall c = ref_call_of(nd, at, &ok);
+      if (!ok) return std::nullopt;
       reference::RefVjp g, m;
       try {
         g = reference::vjp(c, *adj[size_t(v)]);
@@ -483,7 +490,7 @@ class GradientOracle {
       } catch (const std::bad_alloc&) {
         throw;
       } catch (const std::exception&) {
-        return;
+        return std::nullopt;
       }
       size_t slot = 0;
       auto flow = [&](const ValueRef& r) {
@@ -503,14 +510,13 @@ class GradientOracle {
           for (const ValueRef& r : *l) flow(r);
       }
     }
-    std::vector<RefTensor> per_leaf, per_leaf_mag;
+    Chain out;
     for (int leaf : leaves_) {
       const Shape& s = p_.values[size_t(leaf)].input().shape;
-      per_leaf.push_back(adj[size_t(leaf)] ? *adj[size_t(leaf)] : zeros_of(s));
-      per_leaf_mag.push_back(mag[size_t(leaf)] ? *mag[size_t(leaf)] : zeros_of(s));
+      out.grad.push_back(adj[size_t(leaf)] ? *adj[size_t(leaf)] : zeros_of(s));
+      out.magnitude.push_back(mag[size_t(leaf)] ? *mag[size_t(leaf)] : zeros_of(s));
     }
-    chain_ = std::move(per_leaf);
-    chain_magnitude_ = std::move(per_leaf_mag);
+    return out;
   }
 
   // ---- steps 4 and 5 -----------------------------------------------------------------------------------------------
@@ -551,6 +557,7 @@ class GradientOracle {
               runs[di].nodes[v].output->values != base_[v]->values)
             device_consistent_[di] = false;
     chain_comparable_.assign(runs.size(), std::nullopt);
+    own_chain_.assign(runs.size(), std::nullopt);
     same_branch_.assign(runs.size(), std::nullopt);
     device_values_.assign(runs.size(), std::nullopt);
   }
@@ -583,8 +590,8 @@ class GradientOracle {
         // the terms cancel, the gradient's own size says nothing of how far two roundings of them may part (the
         // torch plug-in's bf16 matmul, which accumulates in bf16, gave +2^-6 against the CPU's -2^-6 for an element
         // whose terms cancel; a campaign on cpu,torch, seed 7). Each device is still held to the chain rule there.
-        if (chain_ && std::isfinite(chain_magnitude_[li].values[i]))
-          tol += 2 * 64 * f.eps * chain_magnitude_[li].values[i];
+        if (chain_ && std::isfinite(chain_->magnitude[li].values[i]))
+          tol += 2 * 64 * f.eps * chain_->magnitude[li].values[i];
         if (std::isfinite(ga[i]) && std::isfinite(gb[i]) && std::fabs(ga[i] - gb[i]) > tol)
           return failed(root_, dev(*first) + " vs " + dev(di),
                         fmt::format("devices disagree on a gradient: d(sum %{})/d%{}, element {} is {} on {} and {} "
@@ -602,6 +609,54 @@ class GradientOracle {
     if (!chain_ || !device_consistent_[di]) return false;
     if (!chain_comparable_[di]) chain_comparable_[di] = same_branches(p_, device_values(di, runs), base_, anc_);
     return *chain_comparable_[di];
+  }
+
+  // Note [The f64 chain rule at a device's own values]
+  // A device computes its gradient at its own forward values, which are the f64 ones rounded at every node (each
+  // within its op's bound, as the agreement oracle holds it). Usually that moves the exact gradient by far less
+  // than the judges allow, and the f64 sources at the f64 values judge the device. Where the program is
+  // ill-conditioned or a piecewise node sits near its kink, those roundings move the exact gradient itself:
+  //  - clamp(exp(x), 0.623, 1) with a bf16 x of 2^-10: exp(x) is 1.000977 in f64, above max (gradient 0), and 1 in
+  //    bf16, at max, where clamp passes the gradient (1); maximum(x + 27, 27) at x = -0.0059 in bf16 likewise ties;
+  //  - pow(3.375, exp(conv2d(x, w))) in bf16: pow's exponent, rounded to bf16, moves the gradient by 2.9x.
+  // (Three findings of one campaign, seed 20261207, 2.5 million programs; tests/harness/programs/own-values-*.)
+  // So where the f64 sources at the f64 values would not pass a device's element, or cannot judge it (its branches
+  // differ), the f64 chain rule also runs at that device's own forward values (the f64 values with every float
+  // value on the path replaced by the device's, when the device took the f64 evaluation's discrete values; once
+  // per device, and only then, so a program that passes pays nothing for it). Where the two chain rules part by
+  // more than the judge's tolerance, the device is judged by the one at its own values: the exact gradient of the
+  // computation the device made. Step 1 and the agreement oracle hold each rule and each forward value to its
+  // bound at that device's inputs; this judges how the device composed them. Where they do not part, the f64
+  // values judge as before, and a wrong gradient is reported against them.
+  const std::optional<Chain>& own_chain(size_t di, const std::vector<RunResult>& runs) {
+    if (!own_chain_[di]) {
+      own_chain_[di].emplace();
+      if (device_consistent_[di]) {
+        Evaluation at = base_;
+        const Evaluation& own = device_values(di, runs);
+        for (size_t v = 0; v < at.size(); ++v)
+          if (own[v] && at[v] && own[v]->values.size() == at[v]->values.size()) at[v] = own[v];
+        *own_chain_[di] = chain_at(at);
+      }
+    }
+    return *own_chain_[di];
+  }
+
+  // The tolerance of judge() for an element whose exact value is `want` and whose terms' magnitude is `m`, for a
+  // leaf of dtype dt.
+  static double tolerance(double want, double m, DType dt) {
+    // f32: 1e-2 relative and 1e-3 absolute. A half gradient is formed by rounding to the dtype at every node of the
+    // path (and its forward values are rounded too), so its confirmation allows 32 of its eps both ways (f16 3%,
+    // bf16 25%): loose, but a sign, a factor or a lost term still shows, and step 1 holds each rule to its bound.
+    const double rel = std::max(1e-2, 32 * reference::float_format(dt).eps);
+    double tol = rel * std::fabs(want) + std::max(1e-3, rel) * (1 + std::fabs(want));
+    // Also 64 roundings of the dtype on the magnitude of the terms that formed the element (reverse_mode_in_f64):
+    // the device rounds each of them, and they may cancel. That is the device's error whatever it is compared
+    // with: an f16 gradient of 0.1875 whose exact value, 0.1445 by both f64 sources, cancels from terms of 157 was
+    // once judged by finite differences without it (fuzz_generate_check, tests/harness/programs/fd-cancellation-
+    // f16-exp-matmul.program).
+    if (std::isfinite(m)) tol += 64 * reference::float_format(dt).eps * m;
+    return tol;
   }
 
   // Step 5: sampled elements of each device's gradient of one leaf against f64.
@@ -644,17 +699,39 @@ class GradientOracle {
       for (size_t di = 0; di < runs.size(); ++di) {
         if (!grads_[di]) continue;
         const double g = (*grads_[di])[li].values[size_t(i)];
+        const Chain* at_f64 = chain_ ? &*chain_ : nullptr;
+        const DType dt = p_.values[size_t(leaf)].input().dtype;
+        // What judges the element at the f64 values: finite differences, else the f64 chain rule where the device
+        // took its branches; none (a skip) otherwise.
+        std::optional<double> want;
+        Source source = kFiniteDifferences;
+        std::string how;
         if (!no_fd) {
           if (!device_consistent_[di]) continue;
-          if (!judge(li, i, di, g, fd, fmt::format("h = {}", format_float(h)), kFiniteDifferences, runs)) return false;
+          want = fd, how = fmt::format("h = {}", format_float(h));
         } else if (chain_comparable(di, runs)) {
-          if (!judge(li, i, di, g, (*chain_)[li].values[size_t(i)], fmt::format("finite differences: {}",
-                                                                                   skip_reason_name(*no_fd)),
-                     kChainRule, runs))
-            return false;
-        } else {
-          skip(*no_fd);
+          want = at_f64->grad[li].values[size_t(i)], source = kChainRule;
+          how = fmt::format("finite differences: {}", skip_reason_name(*no_fd));
         }
+        // Note [The f64 chain rule at a device's own values]: where that would not pass, and the device's roundings
+        // moved the exact gradient past the tolerance, the chain rule at the device's own values judges instead.
+        const double m = at_f64 ? at_f64->magnitude[li].values[size_t(i)] : 0.0;
+        if ((!want || !(std::fabs(g - *want) <= tolerance(*want, m, dt))) && at_f64) {
+          const std::optional<Chain>& own = own_chain(di, runs);
+          const double c = at_f64->grad[li].values[size_t(i)];
+          const double o = own ? own->grad[li].values[size_t(i)] : c;
+          if (std::isfinite(c) && std::isfinite(o) && std::fabs(o - c) > tolerance(c, m, dt)) {
+            if (!judge(li, i, di, g, o, fmt::format("the f64 chain rule at the f64 values gives {}", format_float(c)),
+                       kOwnChainRule, &*own, true))
+              return false;
+            continue;
+          }
+        }
+        if (!want)
+          skip(*no_fd);
+        else if (!judge(li, i, di, g, *want, how, source, at_f64,
+                        source.chain_rule || (!std::isfinite(g) && chain_comparable(di, runs))))
+          return false;
       }
     }
     return true;
@@ -782,23 +859,27 @@ class GradientOracle {
   bool adjoint_checked_ = false, adjoint_overflows_ = false;  // adjoint_past_f32(leaf), once it is needed
   std::optional<std::optional<std::vector<double>>> l0_;      // loss_at the point itself, once it is needed
 
-  // Judges one element of a device's gradient against an f64 value (`source`: finite differences or the chain
-  // rule); false when that recorded a failure.
+  // Judges one element of a device's gradient against an f64 value (`source`: finite differences or a chain rule);
+  // false when that recorded a failure. `ch` is the f64 chain rule whose magnitudes bound the device's rounding
+  // (none when step 3 gave none), and `ch_comparable` says whether the device took its branches.
   struct Source {
     std::string_view name, gives;
+    bool chain_rule;
   };
-  static constexpr Source kFiniteDifferences{"f64 central differences", "finite differences give"};
-  static constexpr Source kChainRule{"the f64 chain rule", "the f64 chain rule gives"};
+  static constexpr Source kFiniteDifferences{"f64 central differences", "finite differences give", false};
+  static constexpr Source kChainRule{"the f64 chain rule", "the f64 chain rule gives", true};
+  static constexpr Source kOwnChainRule{"the f64 chain rule at the device's own values",
+                                        "the f64 chain rule at its own values gives", true};
   // A non-finite gradient is the chain rule's own result where the f64 chain rule (same conventions, same
   // branches) gives the same non-finite value: a NaN from 0 * inf behind an infinite intermediate, an infinity
   // carried from an infinite input. That is checked and passes, whatever finite differences say (they measure the
   // function, which may be smooth there). Where f64 stays finite and f32 did not (an f32 overflow), or the other way
   // round, nothing can judge the element: skipped.
   bool judge(size_t li, int64_t i, size_t di, double g, double want, const std::string& how, Source source,
-             const std::vector<RunResult>& runs) {
+             const Chain* ch, bool ch_comparable) {
     const int leaf = leaves_[li];
-    if (!std::isfinite(g) && chain_comparable(di, runs)) {
-      const double c = (*chain_)[li].values[size_t(i)];
+    if (!std::isfinite(g) && ch && ch_comparable) {
+      const double c = ch->grad[li].values[size_t(i)];
       if ((std::isnan(g) && std::isnan(c)) || (std::isinf(g) && g == c)) {
         counts_.checked++;
         return true;
@@ -828,27 +909,18 @@ class GradientOracle {
     // 1.66 * 2^127 (fuzz_generate_check). The per-node check already lets such an element be infinite
     // (within_bound's Note [Overflow in f32 intermediates]); so does this judge, for either f64 source, with the
     // magnitude reverse_mode_in_f64 recorded: such an element cannot be judged.
-    if (!std::isfinite(g) && chain_ && !(chain_magnitude_[li].values[size_t(i)] < reference::float_format(dt).overflow)) {
+    if (!std::isfinite(g) && ch && !(ch->magnitude[li].values[size_t(i)] < reference::float_format(dt).overflow)) {
       skip(SkipReason::nonfinite_intermediate);
       return true;
     }
-    // f32: 1e-2 relative and 1e-3 absolute. A half gradient is formed by rounding to the dtype at every node of the
-    // path (and its forward values are rounded too), so its confirmation allows 32 of its eps both ways (f16 3%,
-    // bf16 25%): loose, but a sign, a factor or a lost term still shows, and step 1 holds each rule to its bound.
-    const double rel = std::max(1e-2, 32 * reference::float_format(dt).eps);
-    double tol = rel * std::fabs(want) + std::max(1e-3, rel) * (1 + std::fabs(want));
-    // Also 64 roundings of the dtype on the magnitude of the terms that formed the element (reverse_mode_in_f64):
-    // the device rounds each of them, and they may cancel. That is the device's error whatever it is compared
-    // with: an f16 gradient of 0.1875 whose exact value, 0.1445 by both f64 sources, cancels from terms of 157 was
-    // once judged by finite differences without it (fuzz_generate_check, tests/harness/programs/fd-cancellation-
-    // f16-exp-matmul.program). Against the chain rule a magnitude that is not finite is a skip; finite differences
-    // then judge with the relative tolerance alone.
-    const double m = chain_ ? chain_magnitude_[li].values[size_t(i)] : 0.0;
-    if (source.name == kChainRule.name && !std::isfinite(m)) {  // a term past the range (or 0 * inf) formed it
+    // tolerance(): against a chain rule a magnitude that is not finite is a skip; finite differences then judge
+    // with the relative tolerance alone.
+    const double m = ch ? ch->magnitude[li].values[size_t(i)] : 0.0;
+    if (source.chain_rule && !std::isfinite(m)) {  // a term past the range (or 0 * inf) formed it
       skip(SkipReason::nonfinite_intermediate);
       return true;
     }
-    if (std::isfinite(m)) tol += 64 * reference::float_format(dt).eps * m;
+    const double tol = tolerance(want, m, dt);
     counts_.checked++;
     if (std::isfinite(g) && std::fabs(g - want) <= tol) return true;
     return failed(root_, dev(di),

@@ -358,12 +358,19 @@ TEST(GradientOracle, SkipsGradientsThroughAnAdjointPastF32) {
 // And one from a campaign (seed 3, --jobs 2, 2026-12-07):
 // - an f32 leaf whose gradient sums bf16 conv2d outputs that cancel: each device rounds them to bf16, f64 does not
 //   (Note [Constants as a device holds them]; the class is held below).
+// And three from one campaign (seed 20261207, 2.5 million programs, 2026-12-07), where a device's bf16 roundings of
+// its forward values moved the exact gradient (Note [The f64 chain rule at a device's own values]):
+// - clamp(exp(x), 0.623, 1) at x = 2^-10: exp(x) is above max in f64 (gradient 0) and at max in bf16 (1);
+// - maximum(x + 27, 27) at x = -0.0059: a tie in bf16, so the gradient goes to lhs (1), and rhs's in f64 (0);
+// - pow(3.375, exp(conv2d(x, w))): pow's exponent rounded to bf16 moves the gradient by 2.9x.
 TEST(GradientOracle, IsNotFooledByWhatFooledItInCampaigns) {
   for (const char* name : {"adjoint-past-f32-exp-conv2d.program", "fd-kink-within-step-maximum.program",
                            "chain-rule-cancellation-bf16-matmul.program", "chain-rule-zero-times-inf-f16-pow.program",
                            "half-partial-sum-past-range-f16-pow.program", "f32-partial-sum-past-range-conv2d.program",
                            "fd-cancellation-f16-exp-matmul.program", "fd-absorbed-in-partial-sums-bf16-conv2d.program",
-                           "fd-bf16-constant-on-an-f32-path-conv2d-matmul.program"}) {
+                           "fd-bf16-constant-on-an-f32-path-conv2d-matmul.program",
+                           "own-values-bf16-exp-at-clamps-max.program", "own-values-bf16-add-ties-in-maximum.program",
+                           "own-values-bf16-pow-of-exp-conv2d.program"}) {
     SCOPED_TRACE(name);
     const Program p = test_program(name);
     if (const std::optional<std::string> why = missing_device(p)) GTEST_SKIP() << *why;
@@ -374,6 +381,24 @@ TEST(GradientOracle, IsNotFooledByWhatFooledItInCampaigns) {
   EXPECT_GE(skipped(check_program(test_program("adjoint-past-f32-exp-conv2d.program"), only(OracleKind::gradients)),
                     SkipReason::adjoint_past_f32),
             1u);
+}
+
+// Note [The f64 chain rule at a device's own values] in f32, where a wrong gradient shows past the tolerance:
+// maximum(x + 1, 1) at x = -2^-25. In f32 x + 1 rounds to 1 (a tie, so the gradient goes to lhs: 1 for x[0]); in
+// f64 it is just below 1 (rhs: 0), with the kink inside the finite differences' step. x[1] = 1 is above on both.
+// The device is right at its own values and must be judged there, not skipped, and a scaled gradient caught.
+TEST(GradientOracle, JudgesADeviceAtItsOwnValuesWhereTheirRoundingMovesTheGradient) {
+  const Program p = parse_program(
+      "crossfire-program 4\ninput %0 f32 [2] cpu:0 tracked = -0x1p-25 0x1p+0\ninput %1 f32 [] cpu:0 = 0x1p+0\n"
+      "node %2 add lhs=%0 rhs=%1\nnode %3 maximum lhs=%2 rhs=%1\nbackward %3\n");
+  const ProgramReport r = check_program(p, only(OracleKind::gradients));
+  EXPECT_TRUE(r.failures.empty()) << failures(r);
+  const OracleCounts& n = r.counts[size_t(OracleKind::gradients)];
+  EXPECT_EQ(n.skipped_other, 0u);
+  EXPECT_EQ(n.checked - n.checked_backward_rules, 2u) << "both elements of the gradient judged";
+  const ProgramReport caught = check_program(p, only(OracleKind::gradients, PlantedFault::scale_gradient));
+  EXPECT_TRUE(has_failure(caught, OracleKind::gradients, "the f64 chain rule at the device's own values"))
+      << failures(caught);
 }
 
 // Data movement copies a NaN's payload on every device (tests/harness/programs/nan-payload-bf16-unfold.program: a
