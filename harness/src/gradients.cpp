@@ -245,15 +245,12 @@ class GradientOracle {
     // the f32 leaf's 1%. Values a tracked input reaches stay exact (finite differences need a smooth function); they
     // have the leaf's dtype (cast is not differentiable, and the operands an op differentiates share one dtype), whose
     // roundings the judges allow.
-    std::vector<bool> reached(p_.values.size(), false);  // depends on a tracked input
-    for (size_t v = 0; v < p_.values.size(); ++v) {
-      if (p_.values[v].is_input())
-        reached[v] = p_.values[v].input().tracked;
-      else
-        for_each_ref(p_.values[v].node(), [&](const ValueRef& r) { reached[v] = reached[v] || reached[size_t(r.id)]; });
-    }
     held_.assign(p_.values.size(), false);
-    for (size_t v = 0; v < p_.values.size(); ++v) held_[v] = anc_[v] && !reached[v] && !p_.values[v].is_input();
+    for (size_t v = 0; v < p_.values.size(); ++v) held_[v] = anc_[v] && !p_.values[v].is_input();
+    for (int leaf : leaves_) {  // every tracked input the root depends on is a leaf
+      const std::vector<bool> reached = descendants_of(p_, leaf);
+      for (size_t v = 0; v < held_.size(); ++v) held_[v] = held_[v] && !reached[v];
+    }
     base_ = evaluate_f64(p_, {}, root_, nullptr, &base_magnitude_, &held_);
     // Note [Seeding only the finite elements]
     // The loss is the sum of the root's elements whose f64 value is finite, and reverse mode is seeded with 1 at
